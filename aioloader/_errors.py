@@ -1,0 +1,41 @@
+"""The errors aioloader raises.
+
+Bad arguments raise the built-in ``ValueError`` or ``TypeError`` with a message that
+names the argument, the rule and the value seen. Everything else derives from one root::
+
+    AioloaderError
+     +-- BufferReleasedError   (also RuntimeError) a batch was used after release()
+     +-- LoaderClosedError     (also RuntimeError) a finished or closed stream was used
+     +-- SourceError           (also OSError) a data source could not deliver a sample
+          +-- ObjectNotFoundError   a key or path that does not exist
+          +-- MalformedShardError   a tar shard that is truncated or malformed
+
+An exception raised while building a batch keeps its own type; a note added with
+``add_note`` names the global step, the slot and the dataset index.
+"""
+
+from __future__ import annotations
+
+
+class AioloaderError(Exception):
+    """Root of every error type defined by aioloader."""
+
+
+class BufferReleasedError(AioloaderError, RuntimeError):
+    """A batch or pooled buffer was used after it was released."""
+
+
+class LoaderClosedError(AioloaderError, RuntimeError):
+    """A stream that has finished, failed or been closed was used again."""
+
+
+class SourceError(AioloaderError, OSError):
+    """A data source could not deliver a sample."""
+
+
+class ObjectNotFoundError(SourceError):
+    """The key or path of a sample does not exist."""
+
+
+class MalformedShardError(SourceError):
+    """A tar shard is truncated or malformed."""

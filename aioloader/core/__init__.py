@@ -1,0 +1,40 @@
+"""The pure core: random numbers, permutation, samplers, batch plans, collation, buffers.
+
+Synchronous, numpy only, no I/O and no threads of its own.
+"""
+
+from ._permutation import keyed_permutation as keyed_permutation
+from ._permutation import keyed_permutation_array as keyed_permutation_array
+from ._plan import BatchPlan as BatchPlan
+from ._plan import plan_batch as plan_batch
+from ._plan import split_global_step as split_global_step
+from ._rng import BatchRng as BatchRng
+from ._rng import SampleRng as SampleRng
+from ._rng import derive as derive
+from ._rng import derive_slots as derive_slots
+from ._rng import mix as mix
+from ._rng import mix_array as mix_array
+from ._samplers import BucketedSampler as BucketedSampler
+from ._samplers import MixingSampler as MixingSampler
+from ._samplers import Sampler as Sampler
+from ._samplers import SequentialSampler as SequentialSampler
+from ._samplers import ShuffledSampler as ShuffledSampler
+
+__all__ = (
+    "BatchPlan",
+    "BatchRng",
+    "BucketedSampler",
+    "MixingSampler",
+    "SampleRng",
+    "Sampler",
+    "SequentialSampler",
+    "ShuffledSampler",
+    "derive",
+    "derive_slots",
+    "keyed_permutation",
+    "keyed_permutation_array",
+    "mix",
+    "mix_array",
+    "plan_batch",
+    "split_global_step",
+)

@@ -1,0 +1,59 @@
+"""Argument checks shared by the core: messages name the argument, the rule and the value."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+U64_LIMIT = 1 << 64
+
+
+def _describe_limit(limit: int) -> str:
+    if limit > 0 and limit & (limit - 1) == 0:
+        return f"2^{limit.bit_length() - 1}"
+    return str(limit)
+
+
+def as_int(name: str, value: Any) -> int:
+    """Return ``value`` as a Python int, refusing bools, floats and other non-integers."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer but got a bool ({value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer but got {type(value).__name__} ({value!r})"
+        ) from None
+
+
+def int_in_range(name: str, value: Any, low: int, high: int) -> int:
+    """Return ``value`` as an int in ``[low, high)`` or raise a clear error."""
+    number = as_int(name, value)
+    if not low <= number < high:
+        raise ValueError(
+            f"{name} must be an integer in [{low}, {_describe_limit(high)}) but got {number}"
+        )
+    return number
+
+
+def u64(name: str, value: Any) -> int:
+    """Return ``value`` as an unsigned 64-bit integer or raise a clear error."""
+    return int_in_range(name, value, 0, U64_LIMIT)
+
+
+def positive_int(name: str, value: Any, high: int = 1 << 63) -> int:
+    """Return ``value`` as an int in ``[1, high)``."""
+    return int_in_range(name, value, 1, high)
+
+
+def finite_non_negative(name: str, value: Any) -> float:
+    """Return ``value`` as a float that is finite and >= 0."""
+    if isinstance(value, bool) or (
+        not isinstance(value, (int, float)) and not hasattr(value, "__float__")
+    ):
+        raise TypeError(f"{name} must be a real number but got {type(value).__name__} ({value!r})")
+    number = float(value)
+    if math.isnan(number) or math.isinf(number) or number < 0:
+        raise ValueError(f"{name} must be finite and >= 0 but got {number!r}")
+    return number

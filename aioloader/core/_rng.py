@@ -1,0 +1,195 @@
+"""SplitMix64 random numbers and key derivation (spec section 2, SPEC-NOTES "Random numbers").
+
+Scalar forms work on Python ints; array forms work on ``numpy.uint64`` arrays, whose
+arithmetic wraps modulo 2^64 exactly as the spec requires. Both agree bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ._check import int_in_range, u64
+
+GOLDEN = 0x9E3779B97F4A7C15
+MIX_C1 = 0xBF58476D1CE4E5B9
+MIX_C2 = 0x94D049BB133111EB
+DERIVE_SALT = 0xD1B54A32D192ED03
+MASK64 = (1 << 64) - 1
+
+STREAM_TRANSFORM = 0
+STREAM_AUGMENT = 1
+STREAM_SHUFFLE = 101
+STREAM_MIXING = 102
+STREAM_BUCKET_ORDER = 103
+STREAM_BUCKET_PLACE = 104
+
+U64Array = npt.NDArray[np.uint64]
+
+_SINGLE_SCALE = np.float32(2.0**-24)
+_DOUBLE_SCALE = 2.0**-53
+
+
+def _mix_unchecked(x: int) -> int:
+    z = (x + GOLDEN) & MASK64
+    z = ((z ^ (z >> 30)) * MIX_C1) & MASK64
+    z = ((z ^ (z >> 27)) * MIX_C2) & MASK64
+    return z ^ (z >> 31)
+
+
+def mix(x: int) -> int:
+    """SplitMix64 output for a generator whose state is ``x`` before the step.
+
+    >>> hex(mix(0))
+    '0xe220a8397b1dcdaf'
+    """
+    return _mix_unchecked(u64("x", x))
+
+
+def mix_array(x: U64Array) -> U64Array:
+    """``mix`` applied to every element of a uint64 array (returns a new array)."""
+    z = np.asarray(x, dtype=np.uint64) + np.uint64(GOLDEN)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(MIX_C1)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(MIX_C2)
+    z ^= z >> np.uint64(31)
+    return cast(U64Array, z)
+
+
+def _derive_unchecked(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
+    h = _mix_unchecked(seed ^ DERIVE_SALT)
+    for value in (epoch, step, slot, stream):
+        h = _mix_unchecked((h + value) & MASK64)
+    return h
+
+
+def derive(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
+    """Key for one (seed, epoch, step, slot, stream); every argument is in ``[0, 2^64)``."""
+    return _derive_unchecked(
+        u64("seed", seed),
+        u64("epoch", epoch),
+        u64("step", step),
+        u64("slot", slot),
+        u64("stream", stream),
+    )
+
+
+def derive_slots(seed: int, epoch: int, step: int, slots: Any, stream: int) -> U64Array:
+    """``derive(seed, epoch, step, slot, stream)`` for every slot of an array, in one call.
+
+    ``slots`` may be an int (meaning ``range(slots)``) or an array of slot numbers.
+    """
+    if isinstance(slots, (int, np.integer)) and not isinstance(slots, bool):
+        lanes = np.arange(u64("slots", slots), dtype=np.uint64)
+    else:
+        lanes = np.asarray(slots)
+        if lanes.dtype.kind not in "ui":
+            raise TypeError(f"slots must hold integers but got dtype {lanes.dtype}")
+        if lanes.size and (lanes.min() < 0):
+            raise ValueError(f"slots must be in [0, 2^64) but got {int(lanes.min())}")
+        lanes = lanes.astype(np.uint64)
+    h = _mix_unchecked(u64("seed", seed) ^ DERIVE_SALT)
+    h = _mix_unchecked((h + u64("epoch", epoch)) & MASK64)
+    h = _mix_unchecked((h + u64("step", step)) & MASK64)
+    keys = mix_array(lanes + np.uint64(h))
+    keys += np.uint64(u64("stream", stream))
+    return mix_array(keys)
+
+
+def _mul_u64(a: int, b: int) -> tuple[int, int]:
+    product = a * b
+    return product >> 64, product & MASK64
+
+
+class SampleRng:
+    """A SplitMix64 generator: ``next_u64`` returns ``mix(state)``, then adds the golden gamma.
+
+    Not thread-safe; every sample gets its own, built from ``derive``.
+
+    >>> hex(SampleRng(0).next_u64())
+    '0xe220a8397b1dcdaf'
+    """
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: int) -> None:
+        self.state = u64("state", state)
+
+    def __repr__(self) -> str:
+        return f"SampleRng(state={self.state:#x})"
+
+    def next_u64(self) -> int:
+        """Next 64-bit output."""
+        state = self.state
+        self.state = (state + GOLDEN) & MASK64
+        return _mix_unchecked(state)
+
+    def next_single(self) -> np.float32:
+        """Uniform float32 in ``[0, 1)``: ``(u >> 40) * 2^-24``, exact."""
+        return cast(np.float32, np.float32(self.next_u64() >> 40) * _SINGLE_SCALE)
+
+    def next_double(self) -> float:
+        """Uniform float64 in ``[0, 1)``: ``(u >> 11) * 2^-53``, exact."""
+        return (self.next_u64() >> 11) * _DOUBLE_SCALE
+
+    def next_int(self, n: int) -> int:
+        """Unbiased integer in ``[0, n)`` by multiply-shift with rejection, ``1 <= n < 2^64``."""
+        bound = _int_bound(n)
+        high, low = _mul_u64(self.next_u64(), bound)
+        if low < bound:
+            threshold = ((1 << 64) - bound) % bound
+            while low < threshold:
+                high, low = _mul_u64(self.next_u64(), bound)
+        return high
+
+    def next_normal(self) -> np.float32:
+        """Approximately standard normal float32: twelve singles summed in float32, minus 6."""
+        acc = np.float32(0.0)
+        for _ in range(12):
+            acc = np.float32(acc + self.next_single())
+        return cast(np.float32, np.float32(acc - np.float32(6.0)))
+
+
+def _int_bound(n: Any) -> int:
+    return int_in_range("n", n, 1, 1 << 64)
+
+
+class BatchRng:
+    """Many ``SampleRng`` lanes advanced together; lane ``i`` matches ``SampleRng(states[i])``.
+
+    Used by vectorised augmentations: one array call draws for every slot of a batch.
+    """
+
+    __slots__ = ("states",)
+
+    def __init__(self, states: U64Array) -> None:
+        self.states = np.array(states, dtype=np.uint64, copy=True)
+
+    def __len__(self) -> int:
+        return int(self.states.shape[0])
+
+    def next_u64(self) -> U64Array:
+        """Next output of every lane."""
+        out = mix_array(self.states)
+        self.states += np.uint64(GOLDEN)
+        return out
+
+    def next_single(self) -> npt.NDArray[np.float32]:
+        """Next ``next_single`` of every lane."""
+        out = (self.next_u64() >> np.uint64(40)).astype(np.float32) * _SINGLE_SCALE
+        return cast(npt.NDArray[np.float32], out)
+
+    def next_double(self) -> npt.NDArray[np.float64]:
+        """Next ``next_double`` of every lane."""
+        out = (self.next_u64() >> np.uint64(11)).astype(np.float64) * _DOUBLE_SCALE
+        return cast(npt.NDArray[np.float64], out)
+
+    def next_normal(self) -> npt.NDArray[np.float32]:
+        """Next ``next_normal`` of every lane (float32 accumulation, as the scalar form)."""
+        acc = np.zeros(len(self), dtype=np.float32)
+        for _ in range(12):
+            acc += self.next_single()
+        return cast(npt.NDArray[np.float32], acc - np.float32(6.0))

@@ -1,0 +1,386 @@
+"""Samplers: pure functions ``indices(seed, epoch, step) -> int64 array`` (spec section 3).
+
+Every sampler is immutable after construction and safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Protocol, cast, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from ._check import U64_LIMIT, as_int, finite_non_negative, int_in_range, positive_int, u64
+from ._permutation import keyed_permutation_array
+from ._rng import (
+    GOLDEN,
+    MASK64,
+    STREAM_BUCKET_ORDER,
+    STREAM_BUCKET_PLACE,
+    STREAM_MIXING,
+    STREAM_SHUFFLE,
+    SampleRng,
+    _derive_unchecked,
+    derive_slots,
+    mix_array,
+)
+
+IndexArray = npt.NDArray[np.int64]
+INDEX_LIMIT = 1 << 63
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """What the loader needs from a sampler."""
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Number of steps (batches) in one epoch."""
+        ...
+
+    def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
+        """Dataset indices of the batch at ``(epoch, step)``."""
+        ...
+
+
+def _check_position(seed: Any, epoch: Any, step: Any, steps_per_epoch: int) -> tuple[int, int, int]:
+    seed_value = u64("seed", seed)
+    epoch_value = u64("epoch", epoch)
+    step_value = as_int("step", step)
+    if steps_per_epoch == 0:
+        raise ValueError(
+            "step must be in [0, steps_per_epoch) but steps_per_epoch is 0 "
+            "(fewer items than one batch with drop_last)"
+        )
+    if not 0 <= step_value < steps_per_epoch:
+        raise ValueError(
+            f"step must be an integer in [0, steps_per_epoch) = [0, {steps_per_epoch}) "
+            f"but got {step_value}"
+        )
+    return seed_value, epoch_value, step_value
+
+
+class _PositionalSampler:
+    """Shared shape of Sequential and Shuffled: epoch positions cut into batches."""
+
+    __slots__ = ("_batch_size", "_drop_last", "_n", "_steps")
+
+    def __init__(self, n: int, batch_size: int, drop_last: bool = True) -> None:
+        self._n = positive_int("n", n, INDEX_LIMIT)
+        self._batch_size = positive_int("batch_size", batch_size, INDEX_LIMIT)
+        if not isinstance(drop_last, bool):
+            raise TypeError(f"drop_last must be a bool but got {type(drop_last).__name__}")
+        self._drop_last = drop_last
+        full, rest = divmod(self._n, self._batch_size)
+        self._steps = full if drop_last or rest == 0 else full + 1
+
+    @property
+    def n(self) -> int:
+        """Number of items in the dataset."""
+        return self._n
+
+    @property
+    def batch_size(self) -> int:
+        """Items per full batch."""
+        return self._batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether the short last batch is dropped."""
+        return self._drop_last
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """``n // batch_size`` with drop_last, else ``ceil(n / batch_size)``."""
+        return self._steps
+
+    def _positions(self, step: int) -> IndexArray:
+        start = step * self._batch_size
+        stop = min(start + self._batch_size, self._n)
+        return np.arange(start, stop, dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(n={self._n}, batch_size={self._batch_size}, "
+            f"drop_last={self._drop_last})"
+        )
+
+
+class SequentialSampler(_PositionalSampler):
+    """Slot ``i`` of step ``s`` is index ``s * batch_size + i``.
+
+    >>> SequentialSampler(10, 3, drop_last=False).indices(0, 0, 3).tolist()
+    [9]
+    """
+
+    __slots__ = ()
+
+    def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
+        """Indices of ``(epoch, step)``; the seed is checked but does not change them."""
+        _, _, step_value = _check_position(seed, epoch, step, self._steps)
+        return self._positions(step_value)
+
+
+class ShuffledSampler(_PositionalSampler):
+    """Slot ``i`` of step ``s`` is ``perm(s*B + i, n, derive(seed, epoch, 0, 0, 101))``.
+
+    Each epoch is a fresh permutation, computed per batch with no table: any ``n < 2^63``.
+    """
+
+    __slots__ = ()
+
+    def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
+        """Indices of ``(epoch, step)`` under the epoch's keyed permutation."""
+        seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
+        key = _derive_unchecked(seed_value, epoch_value, 0, 0, STREAM_SHUFFLE)
+        return keyed_permutation_array(self._positions(step_value), self._n, key).astype(np.int64)
+
+
+class MixingSampler:
+    """Draws each slot from one of several sources laid end to end, by share, with replacement.
+
+    Slot ``j`` of step ``s``: ``rng = SampleRng(derive(seed, e, s, j, 102))``; the first
+    ``next_double`` picks the source by cumulative normalised share, then
+    ``start[k] + rng.next_int(sizes[k])`` picks the item.
+    """
+
+    __slots__ = ("_batch_size", "_bounds", "_eligible", "_shares", "_sizes", "_starts", "_steps")
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        shares: Sequence[float],
+        batch_size: int,
+        steps_per_epoch: int | None = None,
+    ) -> None:
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence | np.ndarray):
+            raise TypeError(f"sizes must be a sequence of integers but got {type(sizes).__name__}")
+        if isinstance(shares, (str, bytes)) or not isinstance(shares, Sequence | np.ndarray):
+            raise TypeError(f"shares must be a sequence of numbers but got {type(shares).__name__}")
+        self._sizes = tuple(
+            int_in_range(f"sizes[{k}]", s, 0, INDEX_LIMIT) for k, s in enumerate(sizes)
+        )
+        self._shares = tuple(finite_non_negative(f"shares[{k}]", s) for k, s in enumerate(shares))
+        if len(self._sizes) != len(self._shares):
+            raise ValueError(
+                f"sizes and shares must have the same length but got {len(self._sizes)} "
+                f"and {len(self._shares)}"
+            )
+        if sum(self._sizes) >= INDEX_LIMIT:
+            raise ValueError(f"sum(sizes) must be < 2^63 but got {sum(self._sizes)}")
+        self._batch_size = positive_int("batch_size", batch_size, INDEX_LIMIT)
+        self._eligible = tuple(
+            k
+            for k, (size, share) in enumerate(zip(self._sizes, self._shares, strict=True))
+            if size > 0 and share > 0
+        )
+        if not self._eligible:
+            raise ValueError(
+                "shares must give at least one source with share > 0 and size > 0 but got "
+                f"sizes={list(self._sizes)} shares={list(self._shares)}"
+            )
+        total = 0.0
+        for k in self._eligible:
+            total += self._shares[k]
+        cumulative, bounds = 0.0, []
+        for k in self._eligible:
+            cumulative += self._shares[k] / total
+            bounds.append(cumulative)
+        self._bounds = np.array(bounds, dtype=np.float64)
+        starts, offset = [], 0
+        for size in self._sizes:
+            starts.append(offset)
+            offset += size
+        self._starts = tuple(starts)
+        if steps_per_epoch is None:
+            self._steps = max(1, sum(self._sizes) // self._batch_size)
+        else:
+            self._steps = positive_int("steps_per_epoch", steps_per_epoch, U64_LIMIT)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Items in each source."""
+        return self._sizes
+
+    @property
+    def shares(self) -> tuple[float, ...]:
+        """Relative share of each source."""
+        return self._shares
+
+    @property
+    def batch_size(self) -> int:
+        """Items per batch."""
+        return self._batch_size
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps per epoch (default ``max(1, sum(sizes) // batch_size)``)."""
+        return self._steps
+
+    def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
+        """Indices of ``(epoch, step)``: one independent draw per slot."""
+        seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
+        states = derive_slots(seed_value, epoch_value, step_value, self._batch_size, STREAM_MIXING)
+        first = mix_array(states)
+        u = (first >> np.uint64(11)).astype(np.float64) * 2.0**-53
+        pick = np.searchsorted(self._bounds, u, side="right")
+        pick = np.minimum(pick, len(self._eligible) - 1)
+        eligible = np.array(self._eligible, dtype=np.int64)
+        source = eligible[pick]
+        sizes = np.array(self._sizes, dtype=np.uint64)[source]
+        starts = np.array(self._starts, dtype=np.int64)[source]
+        second = mix_array(states + np.uint64(GOLDEN))
+        high, low = _mul_high_low(second, sizes)
+        offsets = high.astype(np.int64)
+        for lane in np.flatnonzero(low < sizes):
+            rng = SampleRng((int(states[lane]) + GOLDEN) & MASK64)
+            offsets[lane] = rng.next_int(int(sizes[lane]))
+        return cast(IndexArray, starts + offsets)
+
+    def __repr__(self) -> str:
+        return (
+            f"MixingSampler(sizes={list(self._sizes)}, shares={list(self._shares)}, "
+            f"batch_size={self._batch_size}, steps_per_epoch={self._steps})"
+        )
+
+
+def _mul_high_low(
+    a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """Full 128-bit product of uint64 lanes, as (high, low) halves."""
+    lo32 = np.uint64(0xFFFFFFFF)
+    a_lo, a_hi = a & lo32, a >> np.uint64(32)
+    b_lo, b_hi = b & lo32, b >> np.uint64(32)
+    ll = a_lo * b_lo
+    lh = a_lo * b_hi
+    hl = a_hi * b_lo
+    hh = a_hi * b_hi
+    middle = (ll >> np.uint64(32)) + (lh & lo32) + (hl & lo32)
+    high = hh + (lh >> np.uint64(32)) + (hl >> np.uint64(32)) + (middle >> np.uint64(32))
+    low = a * b
+    return high, low
+
+
+class BucketedSampler:
+    """Batches of similar length in a random order (spec "Bucketed"; always drop-last).
+
+    For epoch ``e`` the first ``S*B`` positions of a keyed shuffle are cut into pools of
+    ``B * pool_batches``, each pool sorted by ``(length << 32) | index``, cut into batches,
+    and batch ``t`` served at step ``perm(t, S, derive(seed, e, 1, 0, 104))``. An epoch's plan
+    costs O(n log n); the plans of the two most recent epochs (per seed) are cached.
+    """
+
+    _CACHE_SIZE = 2
+
+    __slots__ = ("_batch_size", "_cache", "_lengths", "_lock", "_pool_batches", "_steps")
+
+    def __init__(self, lengths: Any, batch_size: int, pool_batches: int) -> None:
+        self._lengths = _check_lengths(lengths)
+        n = int(self._lengths.shape[0])
+        self._batch_size = positive_int("batch_size", batch_size, INDEX_LIMIT)
+        self._pool_batches = positive_int("pool_batches", pool_batches, INDEX_LIMIT)
+        self._steps = n // self._batch_size
+        self._cache: OrderedDict[tuple[int, int], npt.NDArray[np.uint32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def lengths(self) -> npt.NDArray[np.uint32]:
+        """Lengths of the items (a read-only array)."""
+        return self._lengths
+
+    @property
+    def batch_size(self) -> int:
+        """Items per batch."""
+        return self._batch_size
+
+    @property
+    def pool_batches(self) -> int:
+        """Batches per sorting pool."""
+        return self._pool_batches
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """``len(lengths) // batch_size``."""
+        return self._steps
+
+    def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
+        """Indices of ``(epoch, step)``, sorted by (length, index) within the batch."""
+        seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
+        plan = self.epoch_plan(seed_value, epoch_value)
+        return cast(IndexArray, plan[step_value].astype(np.int64))
+
+    def epoch_plan(self, seed: int, epoch: int) -> npt.NDArray[np.uint32]:
+        """The whole epoch as a read-only ``[steps_per_epoch, batch_size]`` array of indices."""
+        seed_value, epoch_value = u64("seed", seed), u64("epoch", epoch)
+        cache_key = (seed_value, epoch_value)
+        with self._lock:
+            cached = self._cache.get(cache_key)
+            if cached is not None:
+                self._cache.move_to_end(cache_key)
+                return cached
+        plan = self._build_plan(seed_value, epoch_value)
+        with self._lock:
+            self._cache[cache_key] = plan
+            self._cache.move_to_end(cache_key)
+            while len(self._cache) > self._CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return plan
+
+    def _build_plan(self, seed: int, epoch: int) -> npt.NDArray[np.uint32]:
+        n, batch, steps = int(self._lengths.shape[0]), self._batch_size, self._steps
+        if steps == 0:
+            raise ValueError("steps_per_epoch is 0 (fewer items than one batch)")
+        order_key = _derive_unchecked(seed, epoch, 0, 0, STREAM_BUCKET_ORDER)
+        order = keyed_permutation_array(np.arange(steps * batch, dtype=np.uint64), n, order_key)
+        keys = (self._lengths[order].astype(np.uint64) << np.uint64(32)) | order
+        pool = batch * self._pool_batches
+        full = (keys.shape[0] // pool) * pool
+        if full:
+            keys[:full] = np.sort(keys[:full].reshape(-1, pool), axis=1).ravel()
+        keys[full:].sort()
+        sorted_indices = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).reshape(steps, batch)
+        place_key = _derive_unchecked(seed, epoch, 1, 0, STREAM_BUCKET_PLACE)
+        step_of_batch = keyed_permutation_array(np.arange(steps, dtype=np.uint64), steps, place_key)
+        plan = np.empty_like(sorted_indices)
+        plan[step_of_batch.astype(np.int64)] = sorted_indices
+        plan.flags.writeable = False
+        return cast(npt.NDArray[np.uint32], plan)
+
+    def __repr__(self) -> str:
+        return (
+            f"BucketedSampler(n={self._lengths.shape[0]}, batch_size={self._batch_size}, "
+            f"pool_batches={self._pool_batches})"
+        )
+
+
+def _check_lengths(lengths: Any) -> npt.NDArray[np.uint32]:
+    if isinstance(lengths, (str, bytes)):
+        raise TypeError("lengths must be a sequence of integers but got a string")
+    array = np.asarray(lengths)
+    if array.ndim != 1:
+        raise ValueError(f"lengths must be one-dimensional but got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError("lengths must hold at least one item but got an empty sequence")
+    if array.dtype.kind not in "ui":
+        raise TypeError(f"lengths must hold integers but got dtype {array.dtype}")
+    if array.shape[0] >= 1 << 32:
+        raise ValueError(f"len(lengths) must be < 2^32 but got {array.shape[0]}")
+    low, high = int(array.min()), int(array.max())
+    if low < 0 or high >= 1 << 32:
+        bad = low if low < 0 else high
+        raise ValueError(f"lengths must be integers in [0, 2^32) but got {bad}")
+    result = array.astype(np.uint32)
+    result.flags.writeable = False
+    return result
+
+
+__all__ = [
+    "BucketedSampler",
+    "MixingSampler",
+    "Sampler",
+    "SequentialSampler",
+    "ShuffledSampler",
+]
