@@ -3,6 +3,8 @@
 Synchronous, numpy only, no I/O and no threads of its own.
 """
 
+from ._digest import digest_batch as digest_batch
+from ._digest import digest_stream as digest_stream
 from ._permutation import keyed_permutation as keyed_permutation
 from ._permutation import keyed_permutation_array as keyed_permutation_array
 from ._plan import BatchPlan as BatchPlan
@@ -31,6 +33,8 @@ __all__ = (
     "ShuffledSampler",
     "derive",
     "derive_slots",
+    "digest_batch",
+    "digest_stream",
     "keyed_permutation",
     "keyed_permutation_array",
     "mix",
