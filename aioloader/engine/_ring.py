@@ -1,0 +1,180 @@
+"""The ordered prefetch ring (spec section 1).
+
+Step ``g`` lives in slot ``g mod capacity``. A step may be claimed only while
+``g < next_to_take + capacity``, so slots never collide; builders fill slots in any order;
+the consumer takes them in step order. The bookkeeping is synchronous (``*_nowait``);
+the async methods only wait for it to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
+
+import anyio
+
+from .._errors import LoaderClosedError
+
+T = TypeVar("T")
+
+
+class WouldBlock(Exception):  # noqa: N818 - the name anyio and trio use
+    """The ring cannot do that now; the async form would wait."""
+
+
+@dataclass(frozen=True, slots=True)
+class RingStatistics:
+    """A snapshot of the ring."""
+
+    capacity: int
+    next_to_take: int
+    next_to_claim: int
+    building: int
+    ready: int
+    stop: int | None
+
+
+@dataclass(slots=True)
+class _Outcome(Generic[T]):
+    value: T | None
+    error: BaseException | None
+
+
+class PrefetchRing(Generic[T]):
+    """Slots for the batches of steps ``[start, stop)``, filled in any order, taken in order."""
+
+    def __init__(
+        self,
+        capacity: int,
+        start: int,
+        stop: int | None,
+        release: Callable[[T], None] | None = None,
+    ) -> None:
+        self._capacity = capacity
+        self._release = release
+        self._slots: list[_Outcome[T] | None] = [None] * capacity
+        self._next_to_take = start
+        self._next_to_claim = start
+        self._stop = stop
+        self._building = 0
+        self._ready = 0
+        self._closed = False
+        self._failure: BaseException | None = None
+        self._changed = anyio.Event()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    @property
+    def next_to_take(self) -> int:
+        """The step the consumer receives next."""
+        return self._next_to_take
+
+    def statistics(self) -> RingStatistics:
+        """Current occupancy and cursors."""
+        return RingStatistics(
+            self._capacity,
+            self._next_to_take,
+            self._next_to_claim,
+            self._building,
+            self._ready,
+            self._stop,
+        )
+
+    def _finished(self) -> bool:
+        return self._closed or (self._stop is not None and self._next_to_claim >= self._stop)
+
+    def claim_nowait(self) -> int | None:
+        """Claim the next step to build; ``None`` when there is nothing left to claim.
+
+        Raises WouldBlock when the window ``next_to_take + capacity`` is full.
+        """
+        if self._finished():
+            return None
+        step = self._next_to_claim
+        if step >= self._next_to_take + self._capacity:
+            raise WouldBlock
+        self._next_to_claim = step + 1
+        self._building += 1
+        return step
+
+    async def claim(self) -> int | None:
+        """Wait until a step can be claimed; ``None`` when the ring is finished or closed."""
+        while True:
+            try:
+                return self.claim_nowait()
+            except WouldBlock:
+                await self._changed.wait()
+
+    def fill_nowait(self, step: int, value: T | None, error: BaseException | None = None) -> None:
+        """Store the batch (or the error) of a claimed step."""
+        self._building -= 1
+        if self._closed:
+            if value is not None and self._release is not None:
+                self._release(value)
+            self._notify()
+            return
+        self._slots[step % self._capacity] = _Outcome(value, error)
+        self._ready += 1
+        if error is not None and (self._stop is None or step + 1 < self._stop):
+            self._stop = step + 1
+        self._notify()
+
+    def abandon_nowait(self) -> None:
+        """A claimed step will not be filled (its builder was cancelled)."""
+        self._building -= 1
+        self._notify()
+
+    def take_nowait(self) -> T:
+        """The batch of ``next_to_take``; raises its error, or WouldBlock if not ready.
+
+        Raises StopAsyncIteration past the stop step and LoaderClosedError after close.
+        """
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            self._stop = self._next_to_take
+            raise failure
+        if self._closed:
+            raise LoaderClosedError("the batch stream is closed")
+        step = self._next_to_take
+        if self._stop is not None and step >= self._stop:
+            raise StopAsyncIteration
+        index = step % self._capacity
+        outcome = self._slots[index]
+        if outcome is None:
+            raise WouldBlock
+        self._slots[index] = None
+        self._ready -= 1
+        self._next_to_take = step + 1
+        self._notify()
+        if outcome.error is not None:
+            self._stop = step + 1
+            raise outcome.error
+        return cast(T, outcome.value)
+
+    async def take(self) -> T:
+        """Wait for the batch of ``next_to_take`` and return it (or raise its error)."""
+        while True:
+            try:
+                return self.take_nowait()
+            except WouldBlock:
+                await self._changed.wait()
+
+    def fail_nowait(self, error: BaseException) -> None:
+        """Make the consumer's next take raise ``error`` (the engine itself failed)."""
+        self._failure = error
+        self._notify()
+
+    def close_nowait(self) -> None:
+        """Stop claiming and drop every filled slot, releasing each batch not yet taken."""
+        if self._closed:
+            return
+        self._closed = True
+        for index, outcome in enumerate(self._slots):
+            self._slots[index] = None
+            if outcome is not None and outcome.value is not None and self._release is not None:
+                self._release(outcome.value)
+        self._ready = 0
+        self._notify()
