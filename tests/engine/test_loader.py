@@ -80,11 +80,15 @@ async def test_error_at_step_is_delivered_in_order() -> None:
     sampler = SequentialSampler(40, 4)
     failing = FailingDataset(MemoryDataset(make_samples(40)), fail_at={22})
     loader = DataLoader(failing, sampler, StackCollator(), seed=0, workers=2, prefetch=4)
-    seen = []
-    with pytest.raises(OSError, match="injected failure reading index 22") as info:
+    seen: list[int] = []
+
+    async def consume() -> None:
         async with loader.stream(0, 10) as batches:
             async for batch in batches:
                 seen.append(batch.global_step)
+
+    with pytest.raises(OSError, match="injected failure reading index 22") as info:
+        await consume()
     assert seen == [0, 1, 2, 3, 4]
     assert info.value.__notes__ == [
         "aioloader: while building global step 5 (epoch 0, step 5), slot 2, dataset index 22"
@@ -167,7 +171,8 @@ async def test_sync_dataset_is_read_in_threads() -> None:
     batches = await collect(loader, 0, 5)
     assert [b.indices.tolist() for b in batches][1] == [4, 5, 6, 7]
     assert np.array_equal(batches[4].data, np.stack(samples[16:20]))
-    assert readers and loop_thread not in readers
+    assert readers
+    assert loop_thread not in readers
 
 
 async def test_statistics_count_deliveries() -> None:
