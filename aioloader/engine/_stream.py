@@ -49,7 +49,7 @@ class BatchStream(Generic[BatchT]):
         self._scope: anyio.CancelScope | None = None
         self._host_done: anyio.Event | None = None
         self._cancel_host: Callable[[], None] | None = None
-        self._cancel_host_soon: Callable[[], None] | None = None
+        self._cancel_host_soon: Callable[[], object] | None = None
         self._started = False
         self._finished = False
 
