@@ -10,9 +10,10 @@ from typing import Any, cast
 import numpy as np
 
 from ._check import U64_LIMIT, as_int, u64
-from ._rng import MASK64, U64Array, _mix_unchecked, mix_array
+from ._rng import MASK64, U64Array, _mix_in_place, _mix_unchecked
 
 ROUND_GAMMA = 0x632BE59BD9B4E019
+_CHUNK = 1 << 15  # lanes per block: keeps the temporaries of a pass in cache
 _ROUND_KEYS = tuple((r * ROUND_GAMMA) & MASK64 for r in range(4))
 
 
@@ -75,17 +76,26 @@ def keyed_permutation_array(positions: Any, n: int, key: int) -> U64Array:
 
     def one_pass(x: U64Array) -> U64Array:
         left, right = x >> shift, x & lane_mask
+        mixed = np.empty_like(right)
         for round_key in round_keys:
-            mixed = mix_array(right ^ round_key)
+            np.bitwise_xor(right, round_key, out=mixed)
+            _mix_in_place(mixed)
             mixed &= lane_mask
-            left, right = right, left ^ mixed
-        return cast(U64Array, (left << shift) | right)
+            mixed ^= left
+            left, right, mixed = right, mixed, left
+        left <<= shift
+        left |= right
+        return left
 
-    out = one_pass(lanes.astype(np.uint64).ravel())
-    if limit is not None:
-        pending = np.flatnonzero(out >= limit)
-        while pending.size:
-            walked = one_pass(out[pending])
-            out[pending] = walked
-            pending = pending[walked >= limit]
+    flat = lanes.astype(np.uint64).ravel()
+    out = np.empty_like(flat)
+    for begin in range(0, flat.shape[0], _CHUNK):
+        block = one_pass(flat[begin : begin + _CHUNK])
+        if limit is not None:
+            pending = np.flatnonzero(block >= limit)
+            while pending.size:
+                walked = one_pass(block[pending])
+                block[pending] = walked
+                pending = pending[walked >= limit]
+        out[begin : begin + _CHUNK] = block
     return out.reshape(lanes.shape)

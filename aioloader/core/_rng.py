@@ -59,6 +59,16 @@ def mix_array(x: U64Array) -> U64Array:
     return cast(U64Array, z)
 
 
+def _mix_in_place(z: U64Array) -> None:
+    """``mix`` of every element of a uint64 array, overwriting it (no temporaries kept)."""
+    z += np.uint64(GOLDEN)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(MIX_C1)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(MIX_C2)
+    z ^= z >> np.uint64(31)
+
+
 def _derive_unchecked(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
     h = _mix_unchecked(seed ^ DERIVE_SALT)
     for value in (epoch, step, slot, stream):
