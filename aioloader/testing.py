@@ -142,3 +142,27 @@ def _same(first: Any, second: Any) -> bool:
     from .core._digest import digest_batch
 
     return digest_batch(first) == digest_batch(second)
+
+
+def line_images(
+    count: int = 2048,
+    height: int = 32,
+    min_width: int = 64,
+    max_width: int = 256,
+    seed: int = 0,
+) -> MemoryDataset[Any]:
+    """The spec's synthetic workload (section 7): ``count`` line images ``[1, height, W]``.
+
+    Widths are uniform in ``[min_width, max_width]``; pixels, targets and labels come from
+    ``numpy.random.default_rng(seed)``, so the same arguments give the same dataset.
+    """
+    from .core._images import ImageSample
+
+    generator = np.random.default_rng(seed)
+    widths = generator.integers(min_width, max_width + 1, size=count)
+    samples = []
+    for index, width in enumerate(widths.tolist()):
+        image = generator.random((1, height, width), dtype=np.float32)
+        target = generator.integers(1, 80, size=1 + index % 12).astype(np.int32)
+        samples.append(ImageSample(image, target, index % 10))
+    return MemoryDataset(samples)

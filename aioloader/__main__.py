@@ -1,0 +1,7 @@
+"""``python -m aioloader``."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())
