@@ -85,7 +85,7 @@ def keyed_permutation_array(positions: Any, n: int, key: int) -> U64Array:
             left, right, mixed = right, mixed, left
         left <<= shift
         left |= right
-        return left
+        return cast(U64Array, left)
 
     flat = lanes.astype(np.uint64).ravel()
     out = np.empty_like(flat)

@@ -1,0 +1,58 @@
+"""How many workers? The idealised model of the background text, and a measured advisor.
+
+Fixed costs, no start-up time: a worker produces one batch every ``load`` seconds; the
+trainer consumes one every ``step`` seconds; at most ``prefetch`` batches wait ahead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EpochEstimate:
+    """The idealised epoch time for one worker count."""
+
+    workers: int
+    epoch_seconds: float
+    trainer_wait_seconds: float
+
+
+def epoch_time(load: float, step: float, batches: int, workers: int) -> EpochEstimate:
+    """Idealised epoch time with ``workers`` loaders (0: load and step take turns).
+
+    >>> round(epoch_time(0.040, 0.015, 12, 0).epoch_seconds, 3)
+    0.66
+    >>> round(epoch_time(0.040, 0.015, 12, 3).epoch_seconds, 3)
+    0.22
+    """
+    if load < 0 or step < 0 or math.isnan(load) or math.isnan(step):
+        raise ValueError(f"load and step must be >= 0 seconds but got {load!r} and {step!r}")
+    if batches < 1:
+        raise ValueError(f"batches must be >= 1 but got {batches}")
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0 but got {workers}")
+    if workers == 0:
+        total = batches * (load + step)
+        return EpochEstimate(0, total, batches * load)
+    # Batch b (0-based) is ready at load * (b // workers + 1); the trainer starts step b
+    # when both the batch is ready and the previous step has finished.
+    finished = 0.0
+    for index in range(batches):
+        ready = load * (index // workers + 1)
+        finished = max(finished, ready) + step
+    return EpochEstimate(workers, finished, finished - batches * step)
+
+
+def recommend_workers(load: float, step: float) -> int:
+    """The fewest workers that keep up with the trainer: ``ceil(load / step)``.
+
+    >>> recommend_workers(0.040, 0.015)
+    3
+    """
+    if step <= 0:
+        raise ValueError(f"step must be > 0 seconds but got {step!r}")
+    if load < 0:
+        raise ValueError(f"load must be >= 0 seconds but got {load!r}")
+    return max(1, math.ceil(load / step - 1e-12))
