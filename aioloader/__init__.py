@@ -13,6 +13,8 @@ from ._errors import SourceError as SourceError
 from .core import BatchPlan as BatchPlan
 from .core import BatchRng as BatchRng
 from .core import BucketedSampler as BucketedSampler
+from .core import DistributedSampler as DistributedSampler
+from .core import RankSlice as RankSlice
 from .core import MixingSampler as MixingSampler
 from .core import Sampler as Sampler
 from .core import SampleRng as SampleRng
@@ -33,11 +35,13 @@ __all__ = (
     "BatchPlan",
     "BatchRng",
     "BucketedSampler",
+    "DistributedSampler",
     "BufferReleasedError",
     "LoaderClosedError",
     "MalformedShardError",
     "MixingSampler",
     "ObjectNotFoundError",
+    "RankSlice",
     "SampleRng",
     "Sampler",
     "SequentialSampler",

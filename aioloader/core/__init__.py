@@ -17,6 +17,9 @@ from ._rng import derive_slots as derive_slots
 from ._rng import mix as mix
 from ._rng import mix_array as mix_array
 from ._samplers import BucketedSampler as BucketedSampler
+from ._sharding import DistributedSampler as DistributedSampler
+from ._sharding import RankSlice as RankSlice
+from ._sharding import batch_sizes_of as batch_sizes_of
 from ._samplers import MixingSampler as MixingSampler
 from ._samplers import Sampler as Sampler
 from ._samplers import SequentialSampler as SequentialSampler
@@ -26,11 +29,14 @@ __all__ = (
     "BatchPlan",
     "BatchRng",
     "BucketedSampler",
+    "DistributedSampler",
     "MixingSampler",
+    "RankSlice",
     "SampleRng",
     "Sampler",
     "SequentialSampler",
     "ShuffledSampler",
+    "batch_sizes_of",
     "derive",
     "derive_slots",
     "digest_batch",

@@ -21,6 +21,7 @@ class BatchPlan:
     epoch: int
     step: int
     indices: IndexArray
+    slots: IndexArray | None = None
 
     @property
     def size(self) -> int:
@@ -28,8 +29,13 @@ class BatchPlan:
         return int(self.indices.shape[0])
 
     def rng_keys(self, stream: int) -> npt.NDArray[np.uint64]:
-        """``derive(seed, epoch, step, slot, stream)`` for every slot, in one array call."""
-        return derive_slots(self.seed, self.epoch, self.step, self.size, stream)
+        """``derive(seed, epoch, step, slot, stream)`` for every slot, in one array call.
+
+        Under rank sharding ``slots`` holds the positions in the global batch, so every
+        rank draws what a single process would draw for the same sample.
+        """
+        lanes = self.size if self.slots is None else self.slots
+        return derive_slots(self.seed, self.epoch, self.step, lanes, stream)
 
     def transform_keys(self) -> npt.NDArray[np.uint64]:
         """Per-slot keys of the loader transform (stream 0)."""
@@ -60,4 +66,6 @@ def plan_batch(sampler: Sampler, seed: int, global_step: int) -> BatchPlan:
     seed_value = u64("seed", seed)
     epoch, step = split_global_step(global_step, sampler.steps_per_epoch)
     indices = sampler.indices(seed_value, epoch, step)
-    return BatchPlan(seed_value, int(global_step), epoch, step, indices)
+    global_slots = getattr(sampler, "global_slots", None)
+    slots = global_slots(seed_value, epoch, step) if callable(global_slots) else None
+    return BatchPlan(seed_value, int(global_step), epoch, step, indices, slots)

@@ -31,3 +31,15 @@ def test_plan_keys_are_derive_per_slot() -> None:
     assert plan.transform_keys().tolist() == [derive(77, 1, 1, slot, 0) for slot in range(4)]
     assert plan.augment_keys().tolist() == [derive(77, 1, 1, slot, 1) for slot in range(4)]
     assert plan.rng_keys(42).tolist() == [derive(77, 1, 1, slot, 42) for slot in range(4)]
+
+
+def test_rank_slices_draw_the_keys_of_their_global_slots() -> None:
+    from aioloader.core import RankSlice
+
+    whole = plan_batch(ShuffledSampler(64, 8), 9, 5)
+    parts = [plan_batch(RankSlice(ShuffledSampler(64, 8), r, 4), 9, 5) for r in range(4)]
+    assert [k for p in parts for k in p.augment_keys().tolist()] == whole.augment_keys().tolist()
+    assert [
+        k for p in parts for k in p.transform_keys().tolist()
+    ] == whole.transform_keys().tolist()
+    assert [i for p in parts for i in p.indices.tolist()] == whole.indices.tolist()

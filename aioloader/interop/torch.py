@@ -1,0 +1,183 @@
+"""PyTorch interop: batches as tensors without copies, device transfer, and an IterableDataset.
+
+Importing this module imports torch; nothing else in aioloader does.
+
+>>> import numpy as np
+>>> array = np.arange(6, dtype=np.float32)
+>>> to_torch({"x": array})["x"].data_ptr() == array.ctypes.data
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from ..core._check import u64
+
+
+def _array_to_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
+    # torch.from_numpy shares memory; it cannot take negative strides and must not be given
+    # a read-only array (writes through the tensor would be undefined), so those are copied.
+    if not array.flags.writeable or any(stride < 0 for stride in array.strides):
+        array = np.array(array, copy=True)
+    return torch.from_numpy(array)
+
+
+def _convert(obj: Any, leaf: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return leaf(_array_to_tensor(obj))
+    if isinstance(obj, torch.Tensor):
+        return leaf(obj)
+    if isinstance(obj, np.generic):
+        return leaf(_array_to_tensor(np.array(obj)))
+    if isinstance(obj, (str, bytes, bytearray)):
+        return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {
+            field.name: _convert(getattr(obj, field.name), leaf)
+            for field in dataclasses.fields(obj)
+            if field.init
+        }
+        return dataclasses.replace(obj, **changes)
+    if isinstance(obj, dict):
+        items = [(key, _convert(value, leaf)) for key, value in obj.items()]
+        try:
+            return type(obj)(items)
+        except TypeError:  # a dict subclass with another constructor (defaultdict)
+            return dict(items)
+    if isinstance(obj, tuple):
+        values = [_convert(value, leaf) for value in obj]
+        if hasattr(obj, "_fields"):  # namedtuple
+            return type(obj)(*values)
+        return tuple(values)
+    if isinstance(obj, list):
+        return [_convert(value, leaf) for value in obj]
+    return obj
+
+
+def _same(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def to_torch(batch: Any) -> Any:
+    """``batch`` with every numpy array replaced by a tensor that shares its memory.
+
+    Walks dataclasses (rebuilt with ``dataclasses.replace``), dicts, tuples, namedtuples
+    and lists; numpy scalars become 0-d tensors; anything else is kept as it is. Arrays
+    that ``torch.from_numpy`` cannot share (read-only, negative strides) are copied.
+    """
+    return _convert(batch, _same)
+
+
+def _accelerator_available() -> bool:
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None:
+        return bool(accelerator.is_available())
+    return bool(torch.cuda.is_available())  # pragma: no cover - torch < 2.6
+
+
+def to_device(
+    batch: Any,
+    device: torch.device | str | int,
+    *,
+    non_blocking: bool = True,
+    pin_memory: bool = False,
+) -> Any:
+    """``to_torch(batch)`` with every tensor moved to ``device``.
+
+    Tensors already on ``device`` are not copied, so ``to_device(batch, "cpu")`` shares
+    the batch's memory. With ``pin_memory`` each tensor is first copied into page-locked
+    host memory, which lets ``non_blocking`` copies to an accelerator overlap compute;
+    it requires an accelerator and raises ``RuntimeError`` when none is available
+    (pinning for nothing would only add a copy).
+
+    Args:
+        batch: a batch of numpy arrays and/or tensors, nested as ``to_torch`` allows.
+        device: where the tensors go (``"cuda"``, ``"cuda:1"``, ``torch.device(...)``).
+        non_blocking: asynchronous copies where the source is pinned memory.
+        pin_memory: pin host tensors before the transfer.
+    """
+    target = torch.device(device)
+    if pin_memory and not _accelerator_available():
+        raise RuntimeError(
+            "pin_memory=True requires an accelerator but torch finds none "
+            "(torch.accelerator.is_available() is False); use pin_memory=False"
+        )
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        if pin_memory and tensor.device.type == "cpu" and not tensor.is_pinned():
+            tensor = tensor.pin_memory()
+        return tensor.to(target, non_blocking=non_blocking)
+
+    return _convert(batch, move)
+
+
+class TorchIterableDataset(torch.utils.data.IterableDataset[Any]):
+    """Serves ``loader.iter_sync(start, stop)`` to synchronous PyTorch code, as tensors.
+
+    Use it with ``torch.utils.data.DataLoader(adapter, batch_size=None, num_workers=0)``:
+    the aioloader ``DataLoader`` batches, prefetches and runs its own threads, so torch
+    must neither re-batch (``batch_size=None``) nor fork workers (more than one worker
+    would each serve the whole stream, so ``num_workers > 1`` is refused).
+    ``loader.state_dict()`` is the checkpoint: it points after the last batch served.
+
+    Args:
+        loader: an ``aioloader.engine.DataLoader``.
+        start: first global step (default: the loader's cursor when iteration begins).
+        stop: end global step, excluded (default: no end).
+        convert: turn numpy arrays into tensors with ``to_torch`` (default True).
+    """
+
+    def __init__(
+        self,
+        loader: Any,
+        start: int | None = None,
+        stop: int | None = None,
+        *,
+        convert: bool = True,
+    ) -> None:
+        super().__init__()
+        if not callable(getattr(loader, "iter_sync", None)):
+            raise TypeError(
+                f"loader must be an aioloader DataLoader (with iter_sync) but got "
+                f"{type(loader).__name__}"
+            )
+        self.loader = loader
+        self.start = None if start is None else u64("start", start)
+        self.stop = None if stop is None else u64("stop", stop)
+        if self.start is not None and self.stop is not None and self.stop < self.start:
+            raise ValueError(f"stop must be >= start ({self.start}) but got {self.stop}")
+        self.convert = convert
+
+    def __iter__(self) -> Iterator[Any]:
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise RuntimeError(
+                "TorchIterableDataset must be read by at most one torch worker but got "
+                f"num_workers={info.num_workers}; use num_workers=0 (aioloader runs its "
+                "own prefetching and threads)"
+            )
+        return self._serve()
+
+    def _serve(self) -> Iterator[Any]:
+        batches = self.loader.iter_sync(self.start, self.stop)
+        try:
+            for batch in batches:
+                yield to_torch(batch) if self.convert else batch
+        finally:
+            batches.close()  # stops the loader's event-loop thread at once, not at GC
+
+    def __len__(self) -> int:
+        if self.stop is None:
+            raise TypeError("len() of an endless TorchIterableDataset (stop is None)")
+        start = self.loader.next_step if self.start is None else self.start
+        return max(0, self.stop - start)
+
+
+__all__ = ["TorchIterableDataset", "to_device", "to_torch"]
