@@ -5,11 +5,34 @@ Synchronous, numpy only, no I/O and no threads of its own.
 
 from ._digest import digest_batch as digest_batch
 from ._digest import digest_stream as digest_stream
+from ._image_ops import BatchAugmentation as BatchAugmentation
+from ._image_ops import GainOffset as GainOffset
+from ._image_ops import batch_normals as batch_normals
+from ._image_ops import gray8_to_planar as gray8_to_planar
+from ._image_ops import rgb8_to_planar as rgb8_to_planar
+from ._images import ImageBatch as ImageBatch
+from ._images import ImageBatchCollator as ImageBatchCollator
+from ._images import ImageSample as ImageSample
+from ._packed import PackCollator as PackCollator
+from ._packed import PackedBatch as PackedBatch
+from ._packed import PackedSampler as PackedSampler
+from ._packing import PackedSequences as PackedSequences
+from ._packing import Packing as Packing
+from ._packing import PaddingReport as PaddingReport
+from ._packing import first_fit_decreasing as first_fit_decreasing
+from ._packing import pack_lengths as pack_lengths
+from ._packing import pack_sequences as pack_sequences
+from ._packing import padding_report as padding_report
 from ._permutation import keyed_permutation as keyed_permutation
 from ._permutation import keyed_permutation_array as keyed_permutation_array
 from ._plan import BatchPlan as BatchPlan
 from ._plan import plan_batch as plan_batch
 from ._plan import split_global_step as split_global_step
+from ._pool import BatchField as BatchField
+from ._pool import BatchState as BatchState
+from ._pool import BufferPool as BufferPool
+from ._pool import PooledBatch as PooledBatch
+from ._pool import PoolStatistics as PoolStatistics
 from ._rng import BatchRng as BatchRng
 from ._rng import SampleRng as SampleRng
 from ._rng import derive as derive
@@ -17,34 +40,69 @@ from ._rng import derive_slots as derive_slots
 from ._rng import mix as mix
 from ._rng import mix_array as mix_array
 from ._samplers import BucketedSampler as BucketedSampler
-from ._sharding import DistributedSampler as DistributedSampler
-from ._sharding import RankSlice as RankSlice
-from ._sharding import batch_sizes_of as batch_sizes_of
 from ._samplers import MixingSampler as MixingSampler
 from ._samplers import Sampler as Sampler
 from ._samplers import SequentialSampler as SequentialSampler
 from ._samplers import ShuffledSampler as ShuffledSampler
+from ._sequences import PadCollator as PadCollator
+from ._sequences import PaddedBatch as PaddedBatch
+from ._sequences import pad_sequences as pad_sequences
+from ._sharding import DistributedSampler as DistributedSampler
+from ._sharding import RankSlice as RankSlice
+from ._sharding import batch_sizes_of as batch_sizes_of
+from ._tree import TreeBatch as TreeBatch
+from ._tree import TreeCollator as TreeCollator
+from ._tree import default_collate as default_collate
 
 __all__ = (
+    "BatchAugmentation",
+    "BatchField",
     "BatchPlan",
     "BatchRng",
+    "BatchState",
     "BucketedSampler",
+    "BufferPool",
     "DistributedSampler",
+    "GainOffset",
+    "ImageBatch",
+    "ImageBatchCollator",
+    "ImageSample",
     "MixingSampler",
+    "PackCollator",
+    "PackedBatch",
+    "PackedSampler",
+    "PackedSequences",
+    "Packing",
+    "PadCollator",
+    "PaddedBatch",
+    "PaddingReport",
+    "PoolStatistics",
+    "PooledBatch",
     "RankSlice",
     "SampleRng",
     "Sampler",
     "SequentialSampler",
     "ShuffledSampler",
+    "TreeBatch",
+    "TreeCollator",
+    "batch_normals",
     "batch_sizes_of",
+    "default_collate",
     "derive",
     "derive_slots",
     "digest_batch",
     "digest_stream",
+    "first_fit_decreasing",
+    "gray8_to_planar",
     "keyed_permutation",
     "keyed_permutation_array",
     "mix",
     "mix_array",
+    "pack_lengths",
+    "pack_sequences",
+    "pad_sequences",
+    "padding_report",
     "plan_batch",
+    "rgb8_to_planar",
     "split_global_step",
 )

@@ -16,7 +16,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,7 @@ MIN_CLASS_BYTES = 64
 _RELEASE_LOCK = threading.Lock()
 _T = TypeVar("_T")
 _B = TypeVar("_B", bound="PooledBatch[Any]")
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +92,8 @@ class BufferPool:
     """
 
     __slots__ = (
-        "_bytes_held",
         "_buffers_held",
+        "_bytes_held",
         "_free",
         "_hits",
         "_lock",
@@ -294,4 +295,26 @@ class PooledBatch(Generic[StateT]):
         self.release()
 
 
-__all__ = ["BatchState", "BufferPool", "PoolStatistics", "PooledBatch", "size_class"]
+class BatchField(Generic[_V]):
+    """A read-only field of a ``PooledBatch``, read from its live state (same name)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> BatchField[_V]: ...
+
+    @overload
+    def __get__(self, obj: PooledBatch[Any], owner: type | None = None) -> _V: ...
+
+    def __get__(self, obj: PooledBatch[Any] | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return getattr(obj._live(), self._name)
+
+
+__all__ = ["BatchField", "BatchState", "BufferPool", "PoolStatistics", "PooledBatch", "size_class"]

@@ -1,0 +1,306 @@
+"""Packed batches: ``PackedSampler`` plans rows per step, ``PackCollator`` fills them.
+
+The sampler is a pure function of ``(seed, epoch, step)`` like the other samplers (it uses
+the free rng stream 2); its ``layout`` tells the collator where each piece goes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ._check import positive_int
+from ._packing import _OVERFLOW, Packing, _check_lengths, pack_lengths
+from ._permutation import keyed_permutation_array
+from ._pool import BatchField, BatchState, BufferPool, PooledBatch
+from ._rng import _derive_unchecked
+from ._samplers import IndexArray, _check_position
+from ._sequences import _EMPTY, Int64Array, _as_arrays
+
+STREAM_PACK = 2
+
+
+class PackedSampler:
+    """Batches of ``rows_per_batch`` packed rows; a pure function of ``(seed, epoch, step)``.
+
+    Epoch ``e``: documents in the order ``perm(p, n, derive(seed, e, 0, 0, 2))`` (stream 2)
+    are packed by ``pack_lengths`` (so ties in length follow that order), then row ``t`` of
+    the packing is served at position ``perm(t, rows, derive(seed, e, 1, 0, 2))``; step ``s``
+    takes positions ``s*rows_per_batch ..``. The row count is the same in every epoch.
+    ``indices`` lists the document of every piece, row by row; ``layout`` says where each
+    goes. The plans of the two most recent epochs are cached.
+    """
+
+    _CACHE_SIZE = 2
+
+    __slots__ = (
+        "_cache",
+        "_ctx",
+        "_drop_last",
+        "_lengths",
+        "_lock",
+        "_overflow",
+        "_rows",
+        "_rows_per_batch",
+        "_steps",
+    )
+
+    def __init__(
+        self,
+        lengths: Any,
+        context_length: int,
+        rows_per_batch: int,
+        overflow: str = "split",
+        drop_last: bool = False,
+    ) -> None:
+        self._lengths = _check_lengths("lengths", lengths)
+        self._lengths.flags.writeable = False
+        if self._lengths.size == 0:
+            raise ValueError("lengths must hold at least one document but got none")
+        self._ctx = positive_int("context_length", context_length)
+        self._rows_per_batch = positive_int("rows_per_batch", rows_per_batch)
+        self._overflow = overflow
+        self._drop_last = bool(drop_last)
+        self._rows = pack_lengths(self._lengths, self._ctx, overflow).num_rows
+        full, rest = divmod(self._rows, self._rows_per_batch)
+        self._steps = full if self._drop_last or rest == 0 else full + 1
+        self._cache: OrderedDict[tuple[int, int], tuple[Packing, Int64Array]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """``ceil(rows / rows_per_batch)`` (``floor`` with ``drop_last``)."""
+        return self._steps
+
+    @property
+    def num_rows(self) -> int:
+        """Packed rows per epoch."""
+        return self._rows
+
+    @property
+    def context_length(self) -> int:
+        """Tokens per row."""
+        return self._ctx
+
+    def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
+        """Document of every piece of the batch, row by row."""
+        return cast(IndexArray, self.layout(seed, epoch, step).documents.copy())
+
+    def layout(self, seed: int, epoch: int, step: int) -> Packing:
+        """The rows of ``(epoch, step)``; ``documents`` holds dataset indices."""
+        seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
+        packing, row_order = self._epoch_plan(seed_value, epoch_value)
+        chosen = row_order[
+            step_value * self._rows_per_batch : (step_value + 1) * self._rows_per_batch
+        ]
+        ptr = packing.row_ptr
+        counts = ptr[chosen + 1] - ptr[chosen]
+        pieces = np.concatenate([np.arange(ptr[r], ptr[r + 1]) for r in chosen.tolist()])
+        row_ptr = np.zeros(chosen.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=row_ptr[1:])
+        return Packing(
+            self._ctx,
+            packing.documents[pieces],
+            packing.starts[pieces],
+            packing.lengths[pieces],
+            packing.offsets[pieces],
+            row_ptr,
+            packing.dropped,
+        )
+
+    def _epoch_plan(self, seed: int, epoch: int) -> tuple[Packing, Int64Array]:
+        key = (seed, epoch)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        n = self._lengths.shape[0]
+        order_key = _derive_unchecked(seed, epoch, 0, 0, STREAM_PACK)
+        keyed = keyed_permutation_array(np.arange(n, dtype=np.uint64), n, order_key)
+        order = keyed.astype(np.int64)
+        shuffled = pack_lengths(self._lengths[order], self._ctx, self._overflow)
+        packing = Packing(
+            self._ctx,
+            order[shuffled.documents],
+            shuffled.starts,
+            shuffled.lengths,
+            shuffled.offsets,
+            shuffled.row_ptr,
+            order[shuffled.dropped],
+        )
+        place_key = _derive_unchecked(seed, epoch, 1, 0, STREAM_PACK)
+        position = keyed_permutation_array(
+            np.arange(self._rows, dtype=np.uint64), self._rows, place_key
+        )
+        row_order = np.empty(self._rows, np.int64)
+        row_order[position.astype(np.int64)] = np.arange(self._rows)
+        plan = (packing, row_order)
+        with self._lock:
+            self._cache[key] = plan
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return plan
+
+    def __repr__(self) -> str:
+        return (
+            f"PackedSampler(n={self._lengths.shape[0]}, context_length={self._ctx}, "
+            f"rows_per_batch={self._rows_per_batch}, overflow={self._overflow!r})"
+        )
+
+
+class _PackedState(BatchState):
+    __slots__ = (
+        "causal_mask",
+        "cu_seqlens",
+        "epoch",
+        "global_step",
+        "indices",
+        "position_ids",
+        "segment_ids",
+        "step",
+        "tokens",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clear()
+
+    def clear(self) -> None:
+        super().clear()
+        self.tokens: npt.NDArray[Any] = _EMPTY
+        self.position_ids: npt.NDArray[Any] = _EMPTY
+        self.segment_ids: npt.NDArray[Any] = _EMPTY
+        self.cu_seqlens: npt.NDArray[Any] = _EMPTY
+        self.indices: npt.NDArray[Any] = _EMPTY
+        self.causal_mask: npt.NDArray[Any] | None = None
+        self.global_step = self.epoch = self.step = 0
+
+
+class PackedBatch(PooledBatch[_PackedState]):
+    """Packed rows of one step. Release as ``ImageBatch``."""
+
+    __slots__ = ()
+
+    tokens = BatchField[npt.NDArray[Any]]("[rows, context, ...]: pieces then padding.")
+    position_ids = BatchField[Int64Array]("int64 [rows, context]: 0.. in every piece, 0 on pad.")
+    segment_ids = BatchField[npt.NDArray[np.int32]](
+        "int32 [rows, context]: sample slot, -1 on pad."
+    )
+    cu_seqlens = BatchField[npt.NDArray[np.int32]](
+        "int32: boundaries of the non-empty pieces and padding tails over the flattened rows."
+    )
+    indices = BatchField[IndexArray]("int64: dataset index of every piece (slot).")
+    causal_mask = BatchField["npt.NDArray[np.bool_] | None"]("bool [rows, context, context].")
+    global_step = BatchField[int]("The global step of the batch.")
+    epoch = BatchField[int]("Epoch of the batch.")
+    step = BatchField[int]("Step in the epoch.")
+
+    def __digest_fields__(self) -> list[tuple[str, Any]]:
+        """Fields in a fixed order, for ``digest_batch``."""
+        s = self._live()
+        return [
+            ("tokens", s.tokens),
+            ("position_ids", s.position_ids),
+            ("segment_ids", s.segment_ids),
+            ("indices", s.indices),
+            ("global_step", s.global_step),
+        ]
+
+
+class PackCollator:
+    """Packs the sequences of one step into rows of ``context_length``.
+
+    With ``sampler`` (a ``PackedSampler``) the rows are the sampler's (``samples[k]`` is
+    piece ``k``); without, the step's samples are packed by ``pack_lengths``.
+    """
+
+    __slots__ = ("_causal", "_ctx", "_overflow", "_pool", "_sampler", "_value")
+
+    def __init__(
+        self,
+        context_length: int,
+        *,
+        sampler: PackedSampler | None = None,
+        overflow: str = "split",
+        padding_value: Any = 0,
+        causal_mask: bool = False,
+        pool: BufferPool | None = None,
+    ) -> None:
+        self._ctx = positive_int("context_length", context_length)
+        if sampler is not None and sampler.context_length != self._ctx:
+            raise ValueError(
+                f"context_length must equal sampler.context_length ({sampler.context_length}) "
+                f"but got {self._ctx}"
+            )
+        if overflow not in _OVERFLOW:
+            raise ValueError(f"overflow must be 'split' or 'drop' but got {overflow!r}")
+        self._sampler, self._overflow, self._value = sampler, overflow, padding_value
+        self._causal = bool(causal_mask)
+        self._pool = pool if pool is not None else BufferPool()
+
+    def __call__(self, samples: Sequence[Any], plan: Any) -> PackedBatch:
+        """Pack the samples of ``plan``."""
+        arrays = _as_arrays("samples", samples)
+        if self._sampler is not None:
+            layout = self._sampler.layout(plan.seed, plan.epoch, plan.step)
+            if not np.array_equal(layout.documents, plan.indices):
+                raise ValueError(
+                    "plan.indices must be the sampler's pieces for this step but differ"
+                )
+            source = np.arange(layout.documents.shape[0])
+        else:
+            layout = pack_lengths([a.shape[0] for a in arrays], self._ctx, self._overflow)
+            source = layout.documents
+        if len(arrays) != plan.indices.shape[0]:
+            raise ValueError(
+                f"samples must hold {plan.indices.shape[0]} sequences but got {len(arrays)}"
+            )
+        rows, ctx, pool = layout.num_rows, self._ctx, self._pool
+        tokens = pool.acquire((rows, ctx, *arrays[0].shape[1:]), arrays[0].dtype)
+        positions = pool.acquire((rows, ctx), np.int64)
+        segments = pool.acquire((rows, ctx), np.int32)
+        buffers = [tokens, positions, segments]
+        try:
+            tokens[...] = self._value
+            row_of = layout._row_of_piece().tolist()
+            for r, k, s, n, o in zip(
+                row_of,
+                *(a.tolist() for a in (source, layout.starts, layout.lengths, layout.offsets)),
+                strict=True,
+            ):
+                tokens[r, o : o + n] = arrays[k][s : s + n]
+            flat, piece, within = layout._position_index()
+            positions.fill(0)
+            positions.reshape(-1)[flat] = within
+            segments.fill(-1)
+            segments.reshape(-1)[flat] = source[piece]
+            mask = None
+            if self._causal:
+                mask = pool.acquire((rows, ctx, ctx), np.bool_)
+                buffers.append(mask)
+                np.equal(segments[:, :, None], segments[:, None, :], out=mask)
+                mask &= segments[:, :, None] >= 0
+                mask &= np.tri(ctx, dtype=np.bool_)
+        except BaseException:
+            for buffer in buffers:
+                pool.release(buffer)
+            raise
+        starts = layout._row_of_piece() * ctx + layout.offsets
+        edges = np.concatenate((starts, starts + layout.lengths, np.arange(rows + 1) * ctx))
+        state = pool.reuse(_PackedState) or _PackedState()
+        state.pool, state.buffers = pool, tuple(buffers)
+        state.tokens, state.position_ids, state.segment_ids = tokens, positions, segments
+        state.cu_seqlens = np.unique(edges).astype(np.int32)
+        state.indices, state.causal_mask = plan.indices, mask
+        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+        return PackedBatch(state)
+
+
+__all__ = ["PackCollator", "PackedBatch", "PackedSampler"]

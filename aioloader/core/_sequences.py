@@ -1,0 +1,187 @@
+"""Padding variable-length sequences: ``pad_sequences`` and ``PadCollator``.
+
+``pad_sequences`` matches ``torch.nn.utils.rnn.pad_sequence(..., batch_first=True)``;
+``PadCollator`` builds a ``PaddedBatch`` (tokens, lengths, attention mask) from a pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ._pool import BatchField, BatchState, BufferPool, PooledBatch
+from ._samplers import IndexArray
+
+Int64Array = npt.NDArray[np.int64]
+_SIDES = ("left", "right")
+_EMPTY: npt.NDArray[Any] = np.empty(0, np.int64)
+_EMPTY.flags.writeable = False
+
+
+def _as_arrays(name: str, seqs: Any) -> list[npt.NDArray[Any]]:
+    if isinstance(seqs, (str, bytes)) or not isinstance(seqs, (Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of arrays but got {type(seqs).__name__}")
+    arrays = [np.asarray(s) for s in seqs]
+    if not arrays:
+        raise ValueError(f"{name} must hold at least one sequence but got none")
+    trailing = arrays[0].shape[1:]
+    for k, a in enumerate(arrays):
+        if a.ndim == 0 or a.shape[1:] != trailing:
+            raise ValueError(
+                f"{name}[{k}] must have shape [L, *{list(trailing)}] like {name}[0] "
+                f"but got {list(a.shape)}"
+            )
+    return arrays
+
+
+def _check_side(padding_side: Any) -> str:
+    if padding_side not in _SIDES:
+        raise ValueError(f"padding_side must be 'left' or 'right' but got {padding_side!r}")
+    return cast(str, padding_side)
+
+
+def _fill_padded(
+    out: npt.NDArray[Any], arrays: list[npt.NDArray[Any]], value: Any, side: str
+) -> None:
+    width = out.shape[1]
+    out[...] = value
+    for i, a in enumerate(arrays):
+        n = a.shape[0]
+        if side == "right":
+            out[i, :n] = a
+        else:
+            out[i, width - n :] = a
+
+
+def pad_sequences(
+    seqs: Sequence[Any], padding_value: Any = 0, padding_side: str = "right"
+) -> npt.NDArray[Any]:
+    """Stack ``[L_i, ...]`` sequences into ``[B, max L_i, ...]`` with ``padding_value``.
+
+    Same values and dtype (that of ``seqs[0]``) as ``pad_sequence(batch_first=True)``.
+
+    >>> pad_sequences([[1, 2, 3], [4]], padding_side="left").tolist()
+    [[1, 2, 3], [0, 0, 4]]
+    """
+    side = _check_side(padding_side)
+    arrays = _as_arrays("seqs", seqs)
+    width = max(a.shape[0] for a in arrays)
+    out = np.empty((len(arrays), width, *arrays[0].shape[1:]), arrays[0].dtype)
+    _fill_padded(out, arrays, padding_value, side)
+    return out
+
+
+class _PaddedState(BatchState):
+    __slots__ = ("attention_mask", "epoch", "global_step", "indices", "lengths", "step", "tokens")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clear()
+
+    def clear(self) -> None:
+        super().clear()
+        self.tokens: npt.NDArray[Any] = _EMPTY
+        self.lengths: npt.NDArray[Any] = _EMPTY
+        self.attention_mask: npt.NDArray[Any] = _EMPTY
+        self.indices: npt.NDArray[Any] = _EMPTY
+        self.global_step = self.epoch = self.step = 0
+
+
+class PaddedBatch(PooledBatch[_PaddedState]):
+    """Padded sequences: ``tokens [B, L, ...]``, ``lengths`` int64, ``attention_mask`` bool.
+
+    ``attention_mask[i, t]`` is True on real tokens. Release as ``ImageBatch``.
+    """
+
+    __slots__ = ()
+
+    tokens = BatchField[npt.NDArray[Any]]("[B, L, ...] equal to pad_sequence(batch_first=True).")
+    lengths = BatchField[Int64Array]("int64 [B]: real lengths.")
+    attention_mask = BatchField[npt.NDArray[np.bool_]]("bool [B, L]: True on real tokens.")
+    indices = BatchField[IndexArray]("int64 [B]: dataset indices.")
+    global_step = BatchField[int]("The global step of the batch.")
+    epoch = BatchField[int]("Epoch of the batch.")
+    step = BatchField[int]("Step in the epoch.")
+
+    def __digest_fields__(self) -> list[tuple[str, Any]]:
+        """Fields in a fixed order, for ``digest_batch``."""
+        s = self._live()
+        return [
+            ("tokens", s.tokens),
+            ("lengths", s.lengths),
+            ("attention_mask", s.attention_mask),
+            ("indices", s.indices),
+            ("global_step", s.global_step),
+        ]
+
+
+class PadCollator:
+    """Collates ``[L_i, ...]`` sequences into a ``PaddedBatch`` (arrays from a pool).
+
+    >>> from aioloader.core import BatchPlan
+    >>> plan = BatchPlan(0, 0, 0, 0, np.array([4, 9]))
+    >>> with PadCollator(padding_value=-1)([[1, 2], [3]], plan) as batch:
+    ...     batch.tokens.tolist(), batch.attention_mask.tolist()
+    ([[1, 2], [3, -1]], [[True, True], [True, False]])
+    """
+
+    __slots__ = ("_pool", "_side", "_value")
+
+    def __init__(
+        self, padding_value: Any = 0, padding_side: str = "right", pool: BufferPool | None = None
+    ) -> None:
+        self._value = padding_value
+        self._side = _check_side(padding_side)
+        self._pool = pool if pool is not None else BufferPool()
+
+    def __call__(self, samples: Sequence[Any], plan: Any) -> PaddedBatch:
+        """Pad the samples of ``plan`` (one per slot)."""
+        arrays = _as_arrays("samples", samples)
+        n = len(arrays)
+        if plan.indices.shape != (n,):
+            raise ValueError(
+                f"plan.indices must hold one index per sample ({n}) but got shape "
+                f"{plan.indices.shape}"
+            )
+        pool = self._pool
+        lengths = pool.acquire((n,), np.int64)
+        lengths[:] = [a.shape[0] for a in arrays]
+        width = int(lengths.max())
+        tokens = pool.acquire((n, width, *arrays[0].shape[1:]), arrays[0].dtype)
+        mask = pool.acquire((n, width), np.bool_)
+        try:
+            _fill_padded(tokens, arrays, self._value, self._side)
+            columns = np.arange(width)
+            if self._side == "right":
+                np.less(columns[None, :], lengths[:, None], out=mask)
+            else:
+                np.greater_equal(columns[None, :], (width - lengths)[:, None], out=mask)
+        except BaseException:
+            for buffer in (lengths, tokens, mask):
+                pool.release(buffer)
+            raise
+        state = pool.reuse(_PaddedState) or _PaddedState()
+        state.pool, state.buffers = pool, (lengths, tokens, mask)
+        state.tokens, state.lengths, state.attention_mask = tokens, lengths, mask
+        state.indices = plan.indices
+        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+        return PaddedBatch(state)
+
+
+def _check_lengths(name: str, lengths: Any) -> Int64Array:
+    array = np.asarray(lengths)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise TypeError(
+            f"{name} must be a 1-D sequence of integers but got {array.dtype} "
+            f"with shape {array.shape}"
+        )
+    array = array.astype(np.int64)
+    if array.size and int(array.min()) < 0:
+        raise ValueError(f"{name} must be >= 0 but got {int(array.min())}")
+    return array
+
+
+__all__ = ["PadCollator", "PaddedBatch", "pad_sequences"]
