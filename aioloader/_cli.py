@@ -1,4 +1,4 @@
-"""The ``aioloader`` command: ``demo``, ``digest``, ``tune``."""
+"""The ``aioloader`` command: ``demo``, ``digest``, ``plan``, ``tune``, ``bench``."""
 
 from __future__ import annotations
 
@@ -67,6 +67,21 @@ def build_parser() -> argparse.ArgumentParser:
     digest.add_argument("--stop", type=_positive, default=32, help="one past the last step")
     digest.add_argument("--workers", type=_non_negative, default=0)
     digest.add_argument("--prefetch", type=_positive, default=8)
+    plan = commands.add_parser(
+        "plan",
+        help="steps per epoch and padding efficiency of a file of sequence lengths",
+        description=(
+            "Read sequence lengths (integers separated by whitespace or commas) and print, "
+            "for arrival order, bucketing and packing: batches per epoch, real tokens, "
+            "computed positions and the fraction of real tokens."
+        ),
+    )
+    plan.add_argument("lengths", help="file of integer lengths ('-' for standard input)")
+    plan.add_argument("--batch-size", type=_positive, required=True, help="sequences per batch")
+    plan.add_argument(
+        "--context-length", type=_positive, help="packed row length (default: the longest)"
+    )
+    plan.add_argument("--pool-batches", type=_positive, default=100, help="bucketing pool size")
     tune = commands.add_parser(
         "tune",
         help="measure load time per batch and recommend workers and prefetch",
@@ -111,6 +126,57 @@ def _run_digest(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_lengths(source: str) -> list[int]:
+    """Integers separated by whitespace or commas, from a file or standard input."""
+    text = sys.stdin.read() if source == "-" else _read_text(source)
+    lengths = []
+    for token in text.replace(",", " ").split():
+        try:
+            lengths.append(int(token))
+        except ValueError:
+            raise SystemExit(
+                f"aioloader plan: lengths must be integers but got {token!r} in {source}"
+            ) from None
+    if not lengths:
+        raise SystemExit(f"aioloader plan: {source} holds no lengths")
+    return lengths
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as error:
+        raise SystemExit(f"aioloader plan: cannot read {path}: {error.strerror}") from None
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from .core._packing import padding_report
+
+    lengths = read_lengths(args.lengths)
+    context = args.context_length or max(lengths)
+    print(f"{len(lengths):,} sequences, {sum(lengths):,} tokens, batch size {args.batch_size}")
+    print("| strategy | batches/epoch | rows | positions | real tokens |")
+    print("|---|---:|---:|---:|---:|")
+    for strategy in ("arrival", "bucketed", "packed"):
+        try:
+            report = padding_report(
+                lengths,
+                args.batch_size,
+                strategy,  # type: ignore[arg-type]
+                context_length=context if strategy == "packed" else None,
+                pool_batches=args.pool_batches if strategy == "bucketed" else None,
+            )
+        except ValueError as error:
+            raise SystemExit(f"aioloader plan: {error}") from None
+        name = f"packed ({context})" if strategy == "packed" else strategy
+        print(
+            f"| {name} | {report.batches:,} | {report.rows:,} | {report.total_slots:,} "
+            f"| {report.efficiency:.1%} |"
+        )
+    return 0
+
+
 def _run_tune(args: argparse.Namespace) -> int:
     import time
 
@@ -145,7 +211,15 @@ def _run_tune(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``aioloader`` and ``python -m aioloader``."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except (ValueError, TypeError) as error:
+        parser.exit(2, f"aioloader {args.command}: error: {error}\n")
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from ._demo import demo_main
 
@@ -172,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_digest(args)
     if args.command == "tune":
         return _run_tune(args)
+    if args.command == "plan":
+        return _run_plan(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
