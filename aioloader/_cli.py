@@ -163,7 +163,7 @@ def _run_plan(args: argparse.Namespace) -> int:
             report = padding_report(
                 lengths,
                 args.batch_size,
-                strategy,  # type: ignore[arg-type]
+                strategy,
                 context_length=context if strategy == "packed" else None,
                 pool_batches=args.pool_batches if strategy == "bucketed" else None,
             )
