@@ -1,0 +1,82 @@
+"""Soak: many batches of the spec workload at workers=2; memory flat, pool hits only.
+
+CI runs the short form; ``pytest -m long`` runs 100,000 batches and prints the figures.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import anyio
+import pytest
+
+from aioloader.core import BufferPool, GainOffset, ImageBatchCollator, ShuffledSampler
+from aioloader.engine import DataLoader
+from aioloader.testing import line_images
+
+WARM_UP = 600
+
+
+@dataclass(frozen=True)
+class SoakFigures:
+    batches: int
+    rss_growth_bytes: int
+    window_hits: int
+    window_misses: int
+    thread_growth: int
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def soak(batches: int) -> SoakFigures:
+    pool = BufferPool()
+    loader = DataLoader(
+        line_images(),
+        ShuffledSampler(2048, 128),
+        ImageBatchCollator(4, augment=GainOffset(), pool=pool),
+        seed=11,
+        workers=2,
+        prefetch=8,
+    )
+
+    async def consume(start: int, stop: int) -> None:
+        async with loader.stream(start, stop) as stream:
+            async for batch in stream:
+                batch.release()
+
+    async def run() -> SoakFigures:
+        await consume(0, WARM_UP)
+        rss, threads, warm = _rss_bytes(), threading.active_count(), pool.statistics()
+        await consume(WARM_UP, WARM_UP + batches)
+        after = pool.statistics()
+        return SoakFigures(
+            batches,
+            _rss_bytes() - rss,
+            after.hits - warm.hits,
+            after.misses - warm.misses,
+            threading.active_count() - threads,
+        )
+
+    return anyio.run(run)
+
+
+def test_soak_short() -> None:
+    figures = soak(2_000)
+    assert figures.window_misses == 0
+    assert figures.window_hits > 0
+    assert figures.thread_growth <= 0
+    assert figures.rss_growth_bytes < 8 * 2**20, figures
+
+
+@pytest.mark.long
+def test_soak_long() -> None:
+    figures = soak(100_000)
+    print(figures)
+    assert figures.window_misses == 0
+    assert figures.thread_growth <= 0
+    assert figures.rss_growth_bytes < 8 * 2**20, figures
