@@ -6,6 +6,7 @@ sampler's arguments, the transform and the collator.
 
 from ._errors import AioloaderError as AioloaderError
 from ._errors import BufferReleasedError as BufferReleasedError
+from ._errors import CollateError as CollateError
 from ._errors import LoaderClosedError as LoaderClosedError
 from ._errors import MalformedShardError as MalformedShardError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
@@ -70,6 +71,7 @@ __all__ = (
     "BucketedSampler",
     "BufferPool",
     "BufferReleasedError",
+    "CollateError",
     "DataLoader",
     "DistributedSampler",
     "GainOffset",

@@ -6,6 +6,8 @@ names the argument, the rule and the value seen. Everything else derives from on
     AioloaderError
      +-- BufferReleasedError   (also RuntimeError) a batch was used after release()
      +-- LoaderClosedError     (also RuntimeError) a finished or closed stream was used
+     +-- CollateError          (also RuntimeError) samples that cannot be stacked (the
+     |                         messages of torch's default_collate, for familiarity)
      +-- SourceError           (also OSError) a data source could not deliver a sample
           +-- ObjectNotFoundError   a key or path that does not exist
           +-- MalformedShardError   a tar shard that is truncated or malformed
@@ -27,6 +29,10 @@ class BufferReleasedError(AioloaderError, RuntimeError):
 
 class LoaderClosedError(AioloaderError, RuntimeError):
     """A stream that has finished, failed or been closed was used again."""
+
+
+class CollateError(AioloaderError, RuntimeError):
+    """Samples of one batch cannot be collated together (unequal sizes, for example)."""
 
 
 class SourceError(AioloaderError, OSError):

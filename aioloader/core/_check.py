@@ -6,6 +6,8 @@ import math
 import operator
 from typing import Any
 
+import numpy as np
+
 U64_LIMIT = 1 << 64
 
 
@@ -49,11 +51,18 @@ def positive_int(name: str, value: Any, high: int = 1 << 63) -> int:
 
 def finite_non_negative(name: str, value: Any) -> float:
     """Return ``value`` as a float that is finite and >= 0."""
-    if isinstance(value, bool) or (
-        not isinstance(value, (int, float)) and not hasattr(value, "__float__")
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number but got {type(value).__name__} ({value!r})")
     number = float(value)
     if math.isnan(number) or math.isinf(number) or number < 0:
         raise ValueError(f"{name} must be finite and >= 0 but got {number!r}")
     return number
+
+
+def sequence_1d(name: str, value: Any, what: str) -> list[Any]:
+    """Return a one-dimensional sequence (list, tuple or 1-d array) as a list."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of {what} but got {type(value).__name__}")
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise TypeError(f"{name} must be one-dimensional but got an array of shape {value.shape}")
+    return list(value)

@@ -13,7 +13,15 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ._check import U64_LIMIT, as_int, finite_non_negative, int_in_range, positive_int, u64
+from ._check import (
+    U64_LIMIT,
+    as_int,
+    finite_non_negative,
+    int_in_range,
+    positive_int,
+    sequence_1d,
+    u64,
+)
 from ._permutation import keyed_permutation_array
 from ._rng import (
     GOLDEN,
@@ -156,10 +164,8 @@ class MixingSampler:
         batch_size: int,
         steps_per_epoch: int | None = None,
     ) -> None:
-        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence | np.ndarray):
-            raise TypeError(f"sizes must be a sequence of integers but got {type(sizes).__name__}")
-        if isinstance(shares, (str, bytes)) or not isinstance(shares, Sequence | np.ndarray):
-            raise TypeError(f"shares must be a sequence of numbers but got {type(shares).__name__}")
+        sizes = sequence_1d("sizes", sizes, "integers")
+        shares = sequence_1d("shares", shares, "numbers")
         self._sizes = tuple(
             int_in_range(f"sizes[{k}]", s, 0, INDEX_LIMIT) for k, s in enumerate(sizes)
         )

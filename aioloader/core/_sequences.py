@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,9 @@ def _as_arrays(name: str, seqs: Any) -> list[npt.NDArray[Any]]:
     arrays = [np.asarray(s) for s in seqs]
     if not arrays:
         raise ValueError(f"{name} must hold at least one sequence but got none")
+    for k, a in enumerate(arrays):
+        if a.dtype.kind not in "biufc":
+            raise TypeError(f"{name}[{k}] must hold numbers but got dtype {a.dtype}")
     trailing = arrays[0].shape[1:]
     for k, a in enumerate(arrays):
         if a.ndim == 0 or a.shape[1:] != trailing:
@@ -37,10 +40,15 @@ def _as_arrays(name: str, seqs: Any) -> list[npt.NDArray[Any]]:
     return arrays
 
 
+def _check_padding_value(value: Any) -> None:
+    if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+        raise TypeError(f"padding_value must be a number but got {type(value).__name__}")
+
+
 def _check_side(padding_side: Any) -> str:
-    if padding_side not in _SIDES:
+    if not isinstance(padding_side, str) or padding_side not in _SIDES:
         raise ValueError(f"padding_side must be 'left' or 'right' but got {padding_side!r}")
-    return cast(str, padding_side)
+    return padding_side
 
 
 def _fill_padded(
@@ -67,6 +75,7 @@ def pad_sequences(
     [[1, 2, 3], [0, 0, 4]]
     """
     side = _check_side(padding_side)
+    _check_padding_value(padding_value)
     arrays = _as_arrays("seqs", seqs)
     width = max(a.shape[0] for a in arrays)
     out = np.empty((len(arrays), width, *arrays[0].shape[1:]), arrays[0].dtype)

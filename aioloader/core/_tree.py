@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import CollateError
 from ._plan import BatchPlan
 from ._samplers import IndexArray
 
@@ -36,7 +37,7 @@ def _stack(batch: Sequence[Any]) -> np.ndarray[Any, Any]:
     arrays = [np.asarray(b) for b in batch]
     for k, array in enumerate(arrays):
         if array.shape != arrays[0].shape:
-            raise RuntimeError(
+            raise CollateError(
                 "stack expects each tensor to be equal size, but got "
                 f"{list(arrays[0].shape)} at entry 0 and {list(array.shape)} at entry {k}"
             )
@@ -58,6 +59,14 @@ def _python_numbers(batch: Sequence[Any]) -> np.ndarray[Any, Any]:
     raise TypeError(f"batch values must be numbers but got {[type(v).__name__ for v in values]}")
 
 
+def _require_numbers(batch: Sequence[Any]) -> None:
+    for k, value in enumerate(batch):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(
+                f"batch[{k}] must be a number like batch[0] but got {type(value).__name__}"
+            )
+
+
 def default_collate(batch: Sequence[Any]) -> Any:
     """Collate a list of samples as ``torch.utils.data.default_collate`` does, into numpy.
 
@@ -74,12 +83,23 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, (np.bool_, np.number, np.object_)):
         return np.array(list(batch))
     if isinstance(elem, float):
+        _require_numbers(batch)
         return np.array(list(batch), dtype=np.float64)
     if isinstance(elem, int):
         return _python_numbers(batch)
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
+        for k, other in enumerate(batch):
+            if not isinstance(other, collections.abc.Mapping):
+                raise TypeError(
+                    f"batch[{k}] must be a mapping like batch[0] but got {type(other).__name__}"
+                )
+            missing = [key for key in elem if key not in other]
+            if missing:
+                raise ValueError(
+                    f"batch[{k}] must have the keys of batch[0] but lacks {missing[:3]!r}"
+                )
         values = {key: default_collate([d[key] for d in batch]) for key in elem}
         try:
             if isinstance(elem, collections.abc.MutableMapping):
@@ -92,9 +112,14 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
         return kind(*(default_collate(field) for field in zip(*batch, strict=False)))
     if isinstance(elem, collections.abc.Sequence):
+        for k, other in enumerate(batch):
+            if isinstance(other, (str, bytes)) or not isinstance(other, collections.abc.Sequence):
+                raise TypeError(
+                    f"batch[{k}] must be a sequence like batch[0] but got {type(other).__name__}"
+                )
         size = len(elem)
         if any(len(other) != size for other in batch):
-            raise RuntimeError(EQUAL_SIZE_ERROR)
+            raise CollateError(EQUAL_SIZE_ERROR)
         columns = [default_collate(column) for column in zip(*batch, strict=True)]
         if isinstance(elem, tuple):
             return columns
