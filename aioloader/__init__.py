@@ -59,10 +59,24 @@ from .core import split_global_step as split_global_step
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
 from .engine import LoaderStatistics as LoaderStatistics
+from .sources import LocalFiles as LocalFiles
+from .sources import ObjectStore as ObjectStore
+from .sources import RetryPolicy as RetryPolicy
+from .sources import Stream as Stream
+from .sources import TarShards as TarShards
+from .sources import decode_bytes as decode_bytes
+from .sources import decode_npy as decode_npy
 
 __version__ = "0.1.0"
 
 __all__ = (
+    "LocalFiles",
+    "ObjectStore",
+    "RetryPolicy",
+    "Stream",
+    "TarShards",
+    "decode_bytes",
+    "decode_npy",
     "AioloaderError",
     "BatchAugmentation",
     "BatchPlan",

@@ -1,0 +1,66 @@
+"""Decode hooks: ``decode(data, index) -> sample``, called once per sample a source reads.
+
+Decoders run on the event loop, so keep them cheap (``np.frombuffer``, ``np.load`` of a
+small array); heavy work (image decoding, augmentation) belongs in the loader's transform,
+which runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+T = TypeVar("T")
+In = TypeVar("In")
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+Decoder = Callable[[bytes, int], T]
+"""A function from an object's bytes and the sample's index to the sample."""
+
+
+def decode_bytes(data: bytes, index: int) -> bytes:
+    """The raw bytes, unchanged (the default decoder).
+
+    >>> decode_bytes(b"abc", 0)
+    b'abc'
+    """
+    return data
+
+
+def decode_npy(data: bytes, index: int) -> npt.NDArray[Any]:
+    """A NumPy array from ``.npy`` bytes, refusing pickled (object) arrays.
+
+    Raises:
+        ValueError: The data is not a ``.npy`` array or holds pickled Python objects.
+
+    >>> buf = io.BytesIO(); np.save(buf, np.arange(3)); decode_npy(buf.getvalue(), 0)
+    array([0, 1, 2])
+    """
+    if not data.startswith(_NPY_MAGIC):
+        raise ValueError(
+            f"decode_npy needs .npy data, which starts with {_NPY_MAGIC!r}, "
+            f"but got bytes starting with {bytes(data[:8])!r}"
+        )
+    try:
+        array: npt.NDArray[Any] = np.load(io.BytesIO(data), allow_pickle=False)
+    except ValueError as exc:
+        if "allow_pickle" not in str(exc):
+            raise
+        raise ValueError(
+            "decode_npy refuses pickled data: the .npy holds Python objects, which only "
+            "pickle can load (allow_pickle=False)"
+        ) from None
+    return array
+
+
+def decode_named(decode: Callable[[In, int], T], data: In, index: int, name: str) -> T:
+    """``decode(data, index)``; a ``ValueError`` it raises is raised again naming ``name``."""
+    try:
+        return decode(data, index)
+    except ValueError as exc:
+        raise ValueError(f"decoding {name} (sample {index}) failed: {exc}") from exc

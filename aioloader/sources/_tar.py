@@ -1,0 +1,252 @@
+"""WebDataset-style tar shards, read one sample at a time with byte-range requests.
+
+Each shard is indexed once (see ``_tar_index`` for the rules: formats, grouping by key,
+rejected names). The index may be saved as JSON in ``index_dir`` (the shards' own directory
+puts it beside them) and is reused while the shard's size and version tag are unchanged.
+After that a sample costs one ranged read covering its members: a positional read for a
+local file, a ranged GET for an object store.
+
+A sample is a dict: ``{"__key__": key, field: bytes, ...}``, passed through ``decode``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Generic, TypeVar, overload
+
+import anyio
+
+from .._errors import MalformedShardError, ObjectNotFoundError, SourceError
+from ._concurrency import PerLoop, gather_ordered
+from ._decode import decode_named
+from ._local import check_index
+from ._object_store import ObjectReader, ObjectStoreStatistics, RetryPolicy
+from ._tar_index import (
+    ShardIndex,
+    TarSampleEntry,
+    build_index,
+    index_json_name,
+    load_index,
+    save_index,
+)
+
+__all__ = ("TarSample", "TarShards", "decode_tar_sample")
+
+SampleT = TypeVar("SampleT")
+TarSample = dict[str, Any]
+"""``{"__key__": str, field: bytes, ...}``."""
+
+LOCAL_WINDOW = 64 * 1024
+REMOTE_WINDOW = 1024 * 1024
+
+
+def decode_tar_sample(sample: TarSample, index: int) -> TarSample:
+    """The sample dict unchanged (the default decoder)."""
+    return sample
+
+
+def _pread_exact(path: str, start: int, end: int) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise ObjectNotFoundError(f"shard not found: {path!r}") from None
+    except OSError as exc:
+        raise SourceError(f"cannot open shard {path!r}: {exc.strerror or exc}") from None
+    try:
+        chunks = []
+        offset = start
+        while offset < end:
+            chunk = os.pread(fd, end - offset, offset)
+            if not chunk:
+                raise MalformedShardError(
+                    f"shard {path!r} is shorter than its index says: bytes [{start}, {end}) "
+                    f"were expected but it ends at byte {offset}; delete its saved index"
+                )
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class TarShards(Generic[SampleT]):
+    """Samples from WebDataset tar shards on a local disk or in an obstore store.
+
+    Indices are built (or loaded) here, blocking, several shards at a time.
+
+    Args:
+        shards: Local paths (``store`` is None) or object keys, in order; sample indices
+            run through the shards in this order, each shard's samples in tar order.
+        store: An obstore store holding the shards, or None for local files.
+        index_dir: A local directory where indices are saved and loaded as JSON; None keeps
+            them in memory only.
+        decode: ``decode(sample, index) -> result``; the default returns the dict.
+        max_concurrency: Most reads in flight (object stores and local threads alike).
+        timeout: Seconds per request to the store.
+        retries: Retry policy of the store's requests.
+        index_threads: Shards indexed at the same time.
+    """
+
+    @overload
+    def __init__(
+        self: TarShards[TarSample],
+        shards: Sequence[str | os.PathLike[str]],
+        store: Any = None,
+        *,
+        index_dir: str | os.PathLike[str] | None = None,
+        max_concurrency: int = 64,
+        timeout: float | None = 30.0,
+        retries: RetryPolicy | None = None,
+        index_threads: int = 8,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        shards: Sequence[str | os.PathLike[str]],
+        store: Any = None,
+        *,
+        index_dir: str | os.PathLike[str] | None = None,
+        decode: Callable[[TarSample, int], SampleT],
+        max_concurrency: int = 64,
+        timeout: float | None = 30.0,
+        retries: RetryPolicy | None = None,
+        index_threads: int = 8,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        shards: Sequence[str | os.PathLike[str]],
+        store: Any = None,
+        *,
+        index_dir: str | os.PathLike[str] | None = None,
+        decode: Callable[[TarSample, int], Any] = decode_tar_sample,
+        max_concurrency: int = 64,
+        timeout: float | None = 30.0,
+        retries: RetryPolicy | None = None,
+        index_threads: int = 8,
+    ) -> None:
+        if isinstance(shards, (str, os.PathLike)):
+            raise TypeError("shards must be a sequence of paths or keys but got a single one")
+        names = []
+        for position, shard in enumerate(shards):
+            if not isinstance(shard, (str, os.PathLike)) or not str(shard):
+                raise TypeError(
+                    f"shards[{position}] must be a non-empty str or path but got {shard!r}"
+                )
+            if store is not None and not isinstance(shard, str):
+                raise TypeError(f"shards[{position}] must be an object key (str) but got {shard!r}")
+            names.append(str(shard))
+        if not names:
+            raise ValueError("shards must name at least one shard but got none")
+        if not callable(decode):
+            raise TypeError(f"decode must be callable but got {type(decode).__name__}")
+        if isinstance(index_threads, bool) or not isinstance(index_threads, int):
+            raise TypeError(f"index_threads must be an int but got {index_threads!r}")
+        if index_threads < 1:
+            raise ValueError(f"index_threads must be >= 1 but got {index_threads}")
+        self.shards: tuple[str, ...] = tuple(names)
+        self.decode = decode
+        self.store = store
+        self.reader = (
+            None
+            if store is None
+            else ObjectReader(
+                store, max_concurrency=max_concurrency, timeout=timeout, retries=retries
+            )
+        )
+        self._threads = PerLoop(lambda: anyio.CapacityLimiter(max_concurrency))
+        self.index_dir = None if index_dir is None else Path(index_dir)
+        with ThreadPoolExecutor(min(index_threads, len(names))) as pool:
+            self.indices: tuple[ShardIndex, ...] = tuple(pool.map(self._index, names))
+        starts = [0]
+        for index in self.indices:
+            starts.append(starts[-1] + len(index.samples))
+        self._starts = starts
+
+    def _index(self, shard: str) -> ShardIndex:
+        if self.reader is None:
+            try:
+                stat = os.stat(shard)
+            except FileNotFoundError:
+                raise ObjectNotFoundError(f"shard not found: {shard!r}") from None
+            size, tag = stat.st_size, f"mtime_ns={stat.st_mtime_ns}"
+            identity = os.path.abspath(shard)
+
+            def fetch(start: int, end: int) -> bytes:
+                return _pread_exact(shard, start, end)
+
+            window = LOCAL_WINDOW
+        else:
+            reader = self.reader
+            size, tag = reader.head_sync(shard)
+            identity = f"{reader.store!r}/{shard}"
+
+            def fetch(start: int, end: int) -> bytes:
+                return reader.read_sync(shard, start, end)
+
+            window = REMOTE_WINDOW
+        saved = None
+        if self.index_dir is not None:
+            saved = self.index_dir / index_json_name(shard, identity)
+            loaded = load_index(saved, shard, size, tag)
+            if loaded is not None:
+                return loaded
+        index = build_index(fetch, size, tag, shard, window)
+        if saved is not None:
+            save_index(saved, index)
+        return index
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def __repr__(self) -> str:
+        where = "local" if self.store is None else repr(self.store)
+        return f"TarShards({len(self.shards)} shards, {len(self)} samples, {where})"
+
+    def statistics(self) -> ObjectStoreStatistics | None:
+        """The object store's request counters, or None for local shards."""
+        return None if self.reader is None else self.reader.statistics()
+
+    def locate(self, index: int) -> tuple[str, TarSampleEntry]:
+        """(shard, index entry) of sample ``index``."""
+        position = check_index(index, len(self))
+        shard = bisect.bisect_right(self._starts, position) - 1
+        return self.shards[shard], self.indices[shard].samples[position - self._starts[shard]]
+
+    async def read_sample(self, index: int) -> TarSample:
+        """The undecoded sample dict at ``index``: one ranged read of its members."""
+        shard, entry = self.locate(index)
+        start, end = entry.span
+        if start == end:
+            data = b""
+        elif self.reader is None:
+            data = await anyio.to_thread.run_sync(
+                _pread_exact, shard, start, end, limiter=self._threads.get()
+            )
+        else:
+            data = await self.reader.read(shard, start, end)
+            if len(data) != end - start:
+                raise MalformedShardError(
+                    f"shard {shard!r} returned {len(data)} bytes for [{start}, {end}): "
+                    "it changed since it was indexed"
+                )
+        sample: TarSample = {"__key__": entry.key}
+        for field, offset, size in entry.fields:
+            sample[field] = data[offset - start : offset - start + size]
+        return sample
+
+    async def get_sample(self, index: int) -> SampleT:
+        """Read sample ``index`` and pass it through ``decode``."""
+        sample = await self.read_sample(index)
+        name = f"sample {sample['__key__']!r} of shard {self.locate(index)[0]!r}"
+        result: SampleT = decode_named(self.decode, sample, index, name)
+        return result
+
+    async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:
+        """Read one batch's samples concurrently; results in the order of ``indices``."""
+        return await gather_ordered(self.get_sample, indices)

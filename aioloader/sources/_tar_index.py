@@ -1,0 +1,311 @@
+"""Index of a tar shard in WebDataset layout, built by reading the tar headers ourselves.
+
+Formats: ustar (with its 155-byte name prefix), GNU long names (``L``) and long link names
+(``K``, skipped), pax extended headers (``x``: ``path`` and ``size`` are honoured) and global
+pax headers (``g``). Numbers may be octal or GNU base-256. Every header checksum is checked.
+Directories, links, devices and FIFOs are skipped; GNU sparse members are refused; any other
+type is read as a regular file, as POSIX asks.
+
+Grouping, as WebDataset does it: ``dir/name.ext`` belongs to sample key ``dir/name`` as
+field ``ext``; the key ends at the first dot of the base name, so ``a/b.seg.png`` is key
+``a/b``, field ``seg.png``. Members without a field (no dot, or a name starting with a dot)
+are skipped. A leading ``./`` is dropped.
+
+Member names are never used as file system paths. Even so, names that are absolute (start
+with ``/``) or have a ``..`` component are **rejected** (``MalformedShardError``): such a
+shard was not written for this layout, and failing beats guessing. A field that appears twice
+for one key, or a key whose members are not contiguous, is an error too.
+
+A shard that ends inside a header or a member's data is truncated (``MalformedShardError``);
+a shard that ends cleanly after a member without the two zero blocks is accepted, as GNU tar
+and Python's tarfile accept it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._errors import MalformedShardError
+
+__all__ = ("ShardIndex", "TarMember", "TarSampleEntry", "build_index", "iter_members", "split_name")
+
+BLOCK = 512
+INDEX_VERSION = 1
+_ZERO_BLOCK = bytes(BLOCK)
+_SKIPPED_TYPES = frozenset(b"123456")  # hard/sym links, devices, directories, FIFOs
+_META_TYPES = (b"L", b"K", b"x", b"g")
+
+
+@dataclass(frozen=True)
+class TarMember:
+    """A regular file in a shard: its name, where its data starts, and its size."""
+
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class TarSampleEntry:
+    """One sample: its key and its fields as ``(field, offset, size)``, in shard order."""
+
+    key: str
+    fields: tuple[tuple[str, int, int], ...]
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """``[start, end)`` byte range covering every field (one ranged read)."""
+        return self.fields[0][1], max(offset + size for _, offset, size in self.fields)
+
+
+@dataclass(frozen=True)
+class ShardIndex:
+    """The samples of one shard, plus the shard's size and version tag when indexed."""
+
+    shard: str
+    size: int
+    tag: str
+    samples: tuple[TarSampleEntry, ...]
+
+    def to_json(self) -> str:
+        """JSON text of the index."""
+        samples = [[s.key, [list(f) for f in s.fields]] for s in self.samples]
+        payload = {"version": INDEX_VERSION, "shard": self.shard, "size": self.size}
+        payload.update(tag=self.tag, samples=samples)
+        return json.dumps(payload, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> ShardIndex:
+        """Parse ``to_json`` output; raises ``ValueError`` on any other content."""
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("version") != INDEX_VERSION:
+            raise ValueError("not an index of this version")
+        samples = tuple(
+            TarSampleEntry(str(key), tuple((str(f), int(o), int(n)) for f, o, n in fields))
+            for key, fields in data["samples"]
+        )
+        return ShardIndex(str(data["shard"]), int(data["size"]), str(data["tag"]), samples)
+
+
+def _number(field: bytes, shard: str, offset: int, what: str) -> int:
+    if field and field[0] & 0x80:  # GNU base-256
+        value = int.from_bytes(field[1:], "big")
+        if field[0] == 0xFF:
+            value -= 256 ** (len(field) - 1)
+        else:
+            value += (field[0] & 0x7F) << (8 * (len(field) - 1))
+        return value
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    try:
+        return int(text, 8) if text else 0
+    except ValueError:
+        raise MalformedShardError(
+            f"shard {shard!r}: header at byte {offset} has a bad {what} field {field!r}"
+        ) from None
+
+
+def _text(raw: bytes, shard: str, offset: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedShardError(
+            f"shard {shard!r}: member name at byte {offset} is not UTF-8: {raw!r}"
+        ) from None
+
+
+def _pax_records(data: bytes, shard: str, offset: int) -> dict[str, str]:
+    records: dict[str, str] = {}
+    pos = 0
+    while pos < len(data):
+        if data[pos:].strip(b"\0") == b"":
+            break
+        space = data.find(b" ", pos)
+        try:
+            length = int(data[pos:space])
+        except ValueError:
+            length = 0
+        record = data[space + 1 : pos + length]
+        if space < 0 or length <= 0 or not record.endswith(b"\n") or b"=" not in record:
+            raise MalformedShardError(f"shard {shard!r}: bad pax header at byte {offset}")
+        name, value = record[:-1].split(b"=", 1)
+        records[name.decode("utf-8", "replace")] = _text(value, shard, offset)
+        pos += length
+    return records
+
+
+def iter_members(read: Callable[[int, int], bytes], size: int, shard: str) -> Iterator[TarMember]:
+    """The regular files of a tar archive of ``size`` bytes, read through ``read(offset, n)``."""
+    pos = 0
+    long_name: str | None = None
+    pax: dict[str, str] = {}
+    pax_global: dict[str, str] = {}
+    while True:
+        if pos == size:
+            return  # no end-of-archive blocks, but nothing is cut short
+        if pos + BLOCK > size:
+            raise MalformedShardError(
+                f"shard {shard!r} is truncated: a header at byte {pos} needs {BLOCK} bytes "
+                f"but the shard ends at byte {size}"
+            )
+        header = read(pos, BLOCK)
+        if header == _ZERO_BLOCK:
+            return
+        unsigned = sum(header[:148]) + 8 * 32 + sum(header[156:])
+        signed = unsigned - 2 * sum(b for b in header[:148] + header[156:] if b >= 128)
+        try:
+            checksum: int | None = _number(header[148:156], shard, pos, "checksum")
+        except MalformedShardError:
+            checksum = None
+        if checksum not in (unsigned, signed):
+            raise MalformedShardError(
+                f"shard {shard!r}: header at byte {pos} fails its checksum (stored "
+                f"{header[148:156]!r}, computed {unsigned}): not a tar archive, or corrupt"
+            )
+        typeflag = header[156:157]
+        data_size = _number(header[124:136], shard, pos, "size")
+        if typeflag not in _META_TYPES and ("size" in pax or "size" in pax_global):
+            declared = pax.get("size", pax_global.get("size", ""))
+            if not declared.isdigit():
+                raise MalformedShardError(
+                    f"shard {shard!r}: pax size {declared!r} before byte {pos} is not a number"
+                )
+            data_size = int(declared)
+        if data_size < 0:
+            raise MalformedShardError(f"shard {shard!r}: header at byte {pos} has size < 0")
+        start = pos + BLOCK
+        if start + data_size > size:
+            raise MalformedShardError(
+                f"shard {shard!r} is truncated: member at byte {pos} needs {data_size} bytes "
+                f"of data from byte {start} but the shard ends at byte {size}"
+            )
+        pos = start + -(-data_size // BLOCK) * BLOCK
+        if typeflag == b"L":
+            long_name = _text(read(start, data_size).split(b"\0", 1)[0], shard, start)
+        elif typeflag == b"x":
+            pax = _pax_records(read(start, data_size), shard, start)
+        elif typeflag == b"g":
+            pax_global.update(_pax_records(read(start, data_size), shard, start))
+        elif typeflag == b"S":
+            raise MalformedShardError(
+                f"shard {shard!r}: member at byte {start - BLOCK} is a GNU sparse file, "
+                "which TarShards does not read"
+            )
+        elif typeflag == b"K":
+            pass  # a long link target: only links use it, and links are skipped
+        elif typeflag[0] in _SKIPPED_TYPES:
+            long_name, pax = None, {}
+        else:
+            name = pax.get("path") or long_name
+            if name is None:
+                name = _text(header[:100].split(b"\0", 1)[0], shard, start - BLOCK)
+                if header[257:263] == b"ustar\0":
+                    prefix = _text(header[345:500].split(b"\0", 1)[0], shard, start - BLOCK)
+                    name = f"{prefix}/{name}" if prefix else name
+            yield TarMember(name, start, data_size)
+            long_name, pax = None, {}
+
+
+def split_name(name: str, shard: str) -> tuple[str, str] | None:
+    """(key, field) of a member name, or None when it has no field; unsafe names raise."""
+    while name.startswith("./"):
+        name = name[2:]
+    if name.startswith("/") or ".." in name.split("/"):
+        raise MalformedShardError(
+            f"shard {shard!r}: member name {name!r} is absolute or has a '..' component; "
+            "TarShards rejects such names"
+        )
+    slash = name.rfind("/") + 1
+    dot = name.find(".", slash)
+    if dot <= slash or dot == len(name) - 1:
+        return None
+    return name[:dot], name[dot + 1 :]
+
+
+def group_samples(members: Iterator[TarMember], shard: str) -> tuple[TarSampleEntry, ...]:
+    """Group members into samples by key; duplicate fields and split keys raise."""
+    samples: list[TarSampleEntry] = []
+    seen: set[str] = set()
+    key: str | None = None
+    fields: list[tuple[str, int, int]] = []
+    for member in members:
+        parts = split_name(member.name, shard)
+        if parts is None:
+            continue
+        member_key, field = parts
+        if member_key != key:
+            if key is not None:
+                samples.append(TarSampleEntry(key, tuple(fields)))
+            if member_key in seen:
+                raise MalformedShardError(
+                    f"shard {shard!r}: key {member_key!r} appears again at member "
+                    f"{member.name!r} after other keys; a sample's members must be contiguous"
+                )
+            seen.add(member_key)
+            key, fields = member_key, []
+        if any(existing == field for existing, _, _ in fields):
+            raise MalformedShardError(
+                f"shard {shard!r}: duplicate member {member.name!r}: key {member_key!r} "
+                f"already has field {field!r}"
+            )
+        fields.append((field, member.offset, member.size))
+    if key is not None:
+        samples.append(TarSampleEntry(key, tuple(fields)))
+    return tuple(samples)
+
+
+class WindowReader:
+    """``read(offset, n)`` served from windows of ``window`` bytes fetched by ``fetch``."""
+
+    def __init__(self, fetch: Callable[[int, int], bytes], size: int, window: int) -> None:
+        self._fetch = fetch
+        self._size = size
+        self._window = window
+        self._start = 0
+        self._data = b""
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)``; fewer only at the end of the shard."""
+        end = offset + length
+        if not (self._start <= offset and end <= self._start + len(self._data)):
+            stop = min(self._size, offset + max(length, self._window))
+            self._start, self._data = offset, self._fetch(offset, stop)
+        return self._data[offset - self._start : end - self._start]
+
+
+def build_index(
+    fetch: Callable[[int, int], bytes], size: int, tag: str, shard: str, window: int
+) -> ShardIndex:
+    """Index a shard of ``size`` bytes; ``fetch(start, end)`` returns its bytes ``[start, end)``."""
+    reader = WindowReader(fetch, size, window)
+    samples = group_samples(iter_members(reader, size, shard), shard)
+    return ShardIndex(shard, size, tag, samples)
+
+
+def load_index(path: Path, shard: str, size: int, tag: str) -> ShardIndex | None:
+    """The index saved at ``path`` if it describes this very shard version, else None."""
+    try:
+        index = ShardIndex.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if (index.shard, index.size, index.tag) != (shard, size, tag):
+        return None
+    return index
+
+
+def save_index(path: Path, index: ShardIndex) -> None:
+    """Write the index atomically (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(index.to_json(), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def index_json_name(shard: str, identity: str) -> str:
+    """File name of a shard's saved index: its base name plus a hash of its full identity."""
+    base = shard.rstrip("/").rsplit("/", 1)[-1] or "shard"
+    return f"{base}.{zlib.crc32(identity.encode('utf-8')):08x}.index.json"

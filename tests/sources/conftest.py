@@ -1,0 +1,41 @@
+"""Fixtures of the source tests: a real S3 server (SeaweedFS) on loopback and a fault proxy."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import pytest
+
+from aioloader.testing_proxy import LoopbackProxy
+from aioloader.testing_s3 import S3Info, SeaweedServer
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Info]:
+    """SeaweedFS ``weed mini`` serving S3 on a free 127.0.0.1 port for the whole session."""
+    with SeaweedServer(bucket="aioloader-test") as server:
+        yield server.info
+
+
+@pytest.fixture(scope="module")
+def _module_proxy(s3_server: S3Info) -> Iterator[LoopbackProxy]:
+    # Module scope: its thread ends with the module, before any later test counts threads.
+    with LoopbackProxy(s3_server.endpoint) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def fault_proxy(_module_proxy: LoopbackProxy) -> Iterator[LoopbackProxy]:
+    """The loopback proxy in front of the S3 server, with no faults queued and no delay."""
+    _module_proxy.clear()
+    _module_proxy.delay = 0.0
+    yield _module_proxy
+    _module_proxy.clear()
+    _module_proxy.delay = 0.0
+
+
+@pytest.fixture
+def s3_prefix(request: pytest.FixtureRequest) -> str:
+    """A key prefix of this test alone (stable across runs, distinct between tests)."""
+    return hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12] + "/"

@@ -1,0 +1,152 @@
+"""LocalFiles: stable indices, exact bytes on every backend, decoders, clear errors."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+
+from aioloader import ObjectNotFoundError, SourceError
+from aioloader._protocols import BatchedDataset
+from aioloader.sources._concurrency import gather_ordered
+from aioloader.sources._decode import decode_bytes, decode_npy
+from aioloader.sources._local import LocalFiles
+
+pytestmark = pytest.mark.anyio
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for name, data in [("b.bin", b"BB"), ("a.bin", b"A"), ("c.txt", b"CCC")]:
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "d.bin").write_bytes(b"DDDD")
+    return tmp_path
+
+
+async def test_directory_is_sorted_and_read_exactly(tree: Path) -> None:
+    files = LocalFiles(tree)
+    assert [p.name for p in files.paths] == ["a.bin", "b.bin", "c.txt"]
+    assert len(files) == 3
+    assert await files.get_sample(0) == b"A"
+    assert await files.get_samples([2, 0, 1, 0]) == [b"CCC", b"A", b"BB", b"A"]
+    assert await files.get_samples([]) == []
+
+
+async def test_recursive_pattern_sorts_by_relative_path(tree: Path) -> None:
+    files = LocalFiles(tree, pattern="**/*.bin")
+    assert [p.relative_to(tree).as_posix() for p in files.paths] == [
+        "a.bin",
+        "b.bin",
+        "sub/d.bin",
+    ]
+    assert await files.get_samples([2, 1]) == [b"DDDD", b"BB"]
+
+
+async def test_path_list_keeps_its_order(tree: Path) -> None:
+    files = LocalFiles([tree / "c.txt", str(tree / "a.bin")], decode_bytes)
+    assert await files.get_samples([0, 1]) == [b"CCC", b"A"]
+    assert isinstance(files, BatchedDataset)
+
+
+async def test_decode_hook_gets_bytes_and_index(tree: Path) -> None:
+    files = LocalFiles(tree, lambda data, index: (index, len(data)))
+    assert await files.get_samples([0, 1, 2]) == [(0, 1), (1, 2), (2, 3)]
+
+
+async def test_decode_npy_round_trip(tmp_path: Path) -> None:
+    arrays: list[np.ndarray] = [np.arange(6, dtype=np.int32).reshape(2, 3), np.linspace(0, 1, 5)]
+    for i, array in enumerate(arrays):
+        (tmp_path / f"{i}.npy").write_bytes(_npy(array))
+    files = LocalFiles(tmp_path, decode_npy, pattern="*.npy")
+    loaded = await files.get_samples([0, 1])
+    for got, expected in zip(loaded, arrays, strict=True):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+
+
+async def test_pickled_npy_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "evil.npy"
+    path.write_bytes(_npy(np.array([{"a": 1}], dtype=object)))
+    files = LocalFiles([path], decode_npy)
+    with pytest.raises(ValueError, match=r"evil\.npy.*refuses pickled data"):
+        await files.get_sample(0)
+
+
+def test_decode_npy_refuses_other_bytes() -> None:
+    with pytest.raises(ValueError, match=r"needs \.npy data.*b'PK\\x03\\x04"):
+        decode_npy(b"PK\x03\x04zipzip", 0)
+
+
+async def test_missing_file_names_its_path(tmp_path: Path) -> None:
+    missing = tmp_path / "gone.bin"
+    files = LocalFiles([missing])
+    with pytest.raises(ObjectNotFoundError, match=r"gone\.bin"):
+        await files.get_sample(0)
+
+
+async def test_a_directory_in_the_list_is_a_source_error(tmp_path: Path) -> None:
+    files = LocalFiles([tmp_path])
+    with pytest.raises(SourceError, match="cannot read file"):
+        await files.get_sample(0)
+
+
+async def test_batch_error_is_the_first_failing_position_unwrapped(tree: Path) -> None:
+    files = LocalFiles([tree / "a.bin", tree / "nope1", tree / "nope2"])
+    with pytest.raises(ObjectNotFoundError, match="nope1"):
+        await files.get_samples([0, 1, 2])
+
+
+async def test_index_checks(tree: Path) -> None:
+    files = LocalFiles(tree)
+    with pytest.raises(IndexError, match=r"index must be in \[0, 3\) but got 3"):
+        await files.get_sample(3)
+    with pytest.raises(IndexError, match="but got -1"):
+        await files.get_sample(-1)
+    with pytest.raises(TypeError, match="index must be an integer but got bool"):
+        await files.get_sample(True)
+
+
+def test_argument_errors(tree: Path) -> None:
+    with pytest.raises(ValueError, match=r"holds no file matching pattern '\*\.xyz'"):
+        LocalFiles(tree, pattern="*.xyz")
+    with pytest.raises(ValueError, match="not a directory"):
+        LocalFiles(tree / "a.bin")
+    with pytest.raises(ValueError, match="pattern applies to a directory"):
+        LocalFiles([tree / "a.bin"], pattern="*")
+    with pytest.raises(TypeError, match=r"paths_or_directory\[1\] must be a str or path"):
+        LocalFiles([tree / "a.bin", 3])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="decode must be callable"):
+        LocalFiles(tree, "raw")  # type: ignore[call-overload]
+
+
+async def test_gather_reports_the_lowest_failing_position_whatever_the_timing() -> None:
+    later_failed = anyio.Event()
+    finished: list[int] = []
+
+    async def read(position: int) -> int:
+        if position == 1:
+            await later_failed.wait()  # fails only after position 2 has failed
+            finished.append(position)
+            raise KeyError("position 1")
+        if position == 2:
+            later_failed.set()
+            raise KeyError("position 2")
+        if position == 3:
+            await anyio.sleep_forever()  # cancelled: it comes after the failure at 2
+        finished.append(position)
+        return position
+
+    with pytest.raises(KeyError, match="position 1"):
+        await gather_ordered(read, [0, 1, 2, 3])
+    assert finished == [0, 1]  # position 1 was left to finish, so its error wins
+    assert await gather_ordered(read, [0, 4]) == [0, 4]

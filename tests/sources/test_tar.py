@@ -1,0 +1,319 @@
+"""TarShards: our own tar header parser, WebDataset grouping, saved indices, local and S3 reads."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import obstore
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from aioloader import MalformedShardError, ObjectNotFoundError
+from aioloader._protocols import BatchedDataset
+from aioloader.sources._tar import TarShards
+from aioloader.sources._tar_index import _number, split_name
+from aioloader.testing_s3 import S3Info
+
+Members = list[tuple[str, bytes]]
+FORMATS = [
+    pytest.param(tarfile.USTAR_FORMAT, id="ustar"),
+    pytest.param(tarfile.GNU_FORMAT, id="gnu"),
+    pytest.param(tarfile.PAX_FORMAT, id="pax"),
+]
+LONG_DIR = "d" * 120  # beyond the 100-byte name field: ustar prefix, GNU 'L', pax 'path'
+
+
+def tar_bytes(members: Members, fmt: int = tarfile.PAX_FORMAT, **options: Any) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=fmt, **options) as archive:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def dataset(shards: int, per_shard: int, top: str = "") -> list[list[tuple[str, dict[str, bytes]]]]:
+    rng = np.random.default_rng(11)
+    out = []
+    for s in range(shards):
+        samples = []
+        for i in range(per_shard):
+            key = f"{top}s{s}/sample{i:03d}"
+            fields = {
+                "jpg": rng.integers(0, 256, int(rng.integers(0, 3000)), dtype=np.uint8).tobytes(),
+                "cls": str(i % 5).encode(),
+                "seg.png": rng.integers(0, 256, 700, dtype=np.uint8).tobytes(),
+            }
+            samples.append((key, fields))
+        out.append(samples)
+    return out
+
+
+def members_of(samples: list[tuple[str, dict[str, bytes]]]) -> Members:
+    return [(f"{key}.{field}", data) for key, fields in samples for field, data in fields.items()]
+
+
+def expected(data: list[list[tuple[str, dict[str, bytes]]]]) -> list[dict[str, Any]]:
+    return [{"__key__": key, **fields} for shard in data for key, fields in shard]
+
+
+def write_shards(root: Path, data: list[Any], fmt: int = tarfile.PAX_FORMAT) -> list[Path]:
+    paths = []
+    for s, samples in enumerate(data):
+        path = root / f"shard-{s:03d}.tar"
+        path.write_bytes(tar_bytes(members_of(samples), fmt))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_local_shards_give_the_original_samples(tmp_path: Path, fmt: int) -> None:
+    data = dataset(3, 7, top=f"{LONG_DIR}/ü-")
+    source = TarShards(write_shards(tmp_path, data, fmt))
+    assert isinstance(source, BatchedDataset)
+    want = expected(data)
+    assert len(source) == 21
+    assert await source.get_samples(list(range(21))) == want
+    assert await source.get_samples([20, 0, 7, 7]) == [want[20], want[0], want[7], want[7]]
+    assert source.statistics() is None
+
+
+@pytest.mark.anyio
+async def test_shards_in_s3_give_the_original_samples(s3_server: S3Info, s3_prefix: str) -> None:
+    data = dataset(2, 9)
+    store = s3_server.store()
+    keys = []
+    for s, samples in enumerate(data):
+        keys.append(f"{s3_prefix}train-{s}.tar")
+        obstore.put(store, keys[-1], tar_bytes(members_of(samples)))
+    source = TarShards(keys, store)
+    want = expected(data)
+    before = source.statistics()
+    assert before is not None
+    assert await source.get_samples(list(range(18))) == want
+    after = source.statistics()
+    assert after is not None
+    assert after.requests - before.requests == 18  # one ranged GET per sample
+    assert await source.get_sample(10) == want[10]
+
+
+def test_index_is_saved_reused_and_rebuilt_when_the_shard_changes(tmp_path: Path) -> None:
+    data = dataset(1, 4)
+    (shard,) = write_shards(tmp_path, data)
+    first = TarShards([shard], index_dir=tmp_path)  # beside the shard
+    (saved,) = tmp_path.glob("shard-000.tar.*.index.json")
+    payload = json.loads(saved.read_text())
+    assert payload["samples"][0][0] == "s0/sample000"
+    assert [f[0] for f in payload["samples"][0][1]] == ["jpg", "cls", "seg.png"]
+    payload["samples"][0][0] = "renamed"  # proves the next open reads the file
+    saved.write_text(json.dumps(payload))
+    second = TarShards([shard], index_dir=tmp_path)
+    assert second.indices[0].samples[0].key == "renamed"
+    assert second.indices[0].samples[1:] == first.indices[0].samples[1:]
+    shard.write_bytes(tar_bytes(members_of(dataset(1, 5)[0])))  # new size: index is stale
+    third = TarShards([shard], index_dir=tmp_path)
+    assert [s.key for s in third.indices[0].samples] == [f"s0/sample{i:03d}" for i in range(5)]
+
+
+@pytest.mark.anyio
+async def test_layout_rules(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        directory = tarfile.TarInfo("./a")
+        directory.type = tarfile.DIRTYPE
+        archive.addfile(directory)  # a directory: skipped
+        for name, payload in [
+            ("./a/x.seg.png", b"SEG"),
+            ("./a/x.txt", b""),
+            ("a/README", b"no field: skipped"),
+            ("a/.hidden", b"no key: skipped"),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            archive.addfile(info, io.BytesIO(payload))
+        link = tarfile.TarInfo("a/y.lnk")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "x.txt"
+        archive.addfile(link)
+    path = tmp_path / "rules.tar"
+    path.write_bytes(buffer.getvalue())
+    source = TarShards([path])
+    assert await source.get_samples(list(range(len(source)))) == [
+        {"__key__": "a/x", "seg.png": b"SEG", "txt": b""}
+    ]
+
+
+@pytest.mark.anyio
+async def test_global_pax_headers_and_missing_end_blocks(tmp_path: Path) -> None:
+    raw = tar_bytes([("k.a", b"1" * 600), ("k.b", b"2")], pax_headers={"comment": "global"})
+    end = raw.rindex(b"2" + bytes(511)) + 512  # cut the two zero end blocks and the padding
+    path = tmp_path / "noend.tar"
+    path.write_bytes(raw[:end])
+    source = TarShards([path])
+    assert await source.get_sample(0) == {"__key__": "k", "a": b"1" * 600, "b": b"2"}
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [("../evil.txt", "'..' component"), ("/etc/passwd.txt", "absolute"), ("a/../b.txt", "'..'")],
+)
+def test_unsafe_names_are_rejected(tmp_path: Path, name: str, rule: str) -> None:
+    path = tmp_path / "unsafe.tar"
+    path.write_bytes(tar_bytes([("ok.txt", b"x"), (name, b"y")], tarfile.GNU_FORMAT))
+    pattern = rf"unsafe\.tar.*{re.escape(repr(name))}.*{re.escape(rule)}"
+    with pytest.raises(MalformedShardError, match=pattern):
+        TarShards([path])
+
+
+def test_duplicate_field_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "dup.tar"
+    path.write_bytes(tar_bytes([("k.txt", b"1"), ("k.cls", b"2"), ("k.txt", b"3")]))
+    with pytest.raises(MalformedShardError, match=r"dup\.tar.*key 'k' already has field 'txt'"):
+        TarShards([path])
+
+
+def test_split_key_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "split.tar"
+    path.write_bytes(tar_bytes([("k.txt", b"1"), ("j.txt", b"2"), ("k.cls", b"3")]))
+    with pytest.raises(MalformedShardError, match="key 'k' appears again"):
+        TarShards([path])
+
+
+@pytest.mark.parametrize(("cut", "what"), [(700, "member at byte 0 needs 1000"), (300, "header")])
+def test_truncated_shards_are_malformed(tmp_path: Path, cut: int, what: str) -> None:
+    raw = tar_bytes([("k.bin", b"x" * 1000)], tarfile.USTAR_FORMAT)
+    path = tmp_path / "cut.tar"
+    path.write_bytes(raw[:cut])
+    with pytest.raises(MalformedShardError, match=rf"'.*cut\.tar' is truncated: a? ?{what}"):
+        TarShards([path])
+
+
+def test_garbage_fails_the_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "junk.tar"
+    path.write_bytes(b"not a tar archive " * 100)
+    with pytest.raises(MalformedShardError, match=r"junk\.tar.*fails its checksum"):
+        TarShards([path])
+
+
+@pytest.mark.anyio
+async def test_shard_cut_after_indexing_is_malformed_at_read(tmp_path: Path) -> None:
+    path = tmp_path / "shrunk.tar"
+    raw = tar_bytes([("a.bin", b"a" * 2000), ("b.bin", b"b" * 2000)])
+    path.write_bytes(raw)
+    source = TarShards([path])
+    path.write_bytes(raw[:1500])
+    with pytest.raises(MalformedShardError, match=r"shrunk\.tar' is shorter than its index"):
+        await source.get_sample(1)
+
+
+@pytest.mark.anyio
+async def test_decode_hook_and_its_errors(tmp_path: Path) -> None:
+    (shard,) = write_shards(tmp_path, dataset(1, 3))
+
+    def decode(sample: dict[str, Any], index: int) -> tuple[int, str, int]:
+        if index == 2:
+            raise ValueError("bad label")
+        return index, sample["__key__"], int(sample["cls"])
+
+    source = TarShards([shard], decode=decode)
+    assert await source.get_samples([1, 0]) == [(1, "s0/sample001", 1), (0, "s0/sample000", 0)]
+    with pytest.raises(ValueError, match=r"sample 's0/sample002' of shard .*shard-000\.tar.*bad"):
+        await source.get_sample(2)
+
+
+def test_missing_shards_and_argument_errors(tmp_path: Path, s3_server: S3Info) -> None:
+    with pytest.raises(ObjectNotFoundError, match=r"nothere\.tar"):
+        TarShards([tmp_path / "nothere.tar"])
+    with pytest.raises(ObjectNotFoundError, match=r"'no/such\.tar'"):
+        TarShards(["no/such.tar"], s3_server.store())
+    with pytest.raises(TypeError, match="a single one"):
+        TarShards(str(tmp_path / "x.tar"))
+    with pytest.raises(ValueError, match="at least one shard"):
+        TarShards([])
+
+
+def test_split_name_and_numbers() -> None:
+    assert split_name("a/b.seg.png", "s") == ("a/b", "seg.png")
+    assert split_name("./x.jpg", "s") == ("x", "jpg")
+    assert split_name("dir.v2/x.jpg", "s") == ("dir.v2/x", "jpg")
+    assert split_name("a/noext", "s") is None
+    assert split_name("a/.hidden", "s") is None
+    assert split_name("a/trailing.", "s") is None
+    assert _number(b"0000644\x00", "s", 0, "mode") == 0o644
+    assert _number(b"\x80" + (8 * 2**30).to_bytes(11, "big"), "s", 0, "size") == 8 * 2**30
+    assert _number(b"\xff" * 12, "s", 0, "size") == -1
+
+
+_field = st.sampled_from(["jpg", "cls", "seg.png", "json", "txt"])
+_samples = st.lists(
+    st.tuples(
+        st.text("abcxyzü_-", min_size=1, max_size=150),  # long keys exercise L, x and prefix
+        st.dictionaries(_field, st.binary(max_size=1500), min_size=1, max_size=3),
+    ),
+    min_size=1,
+    max_size=6,
+    unique_by=lambda sample: sample[0],
+)
+
+
+def _format_ok(fmt: int, samples: list[tuple[str, dict[str, bytes]]]) -> bool:
+    try:
+        tar_bytes(members_of([(f"k/{key}", fields) for key, fields in samples]), fmt)
+    except ValueError:  # ustar cannot store some long names
+        return False
+    return True
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    samples=_samples,
+    fmt=st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT]),
+)
+def test_any_written_shard_reads_back(tmp_path: Path, samples: Any, fmt: int) -> None:
+    data = [[(f"k/{key}", fields) for key, fields in samples]]
+    assume(_format_ok(fmt, samples))
+    path = tmp_path / "prop.tar"
+    path.write_bytes(tar_bytes(members_of(data[0]), fmt))
+    source = TarShards([path])
+    assert anyio.run(source.get_samples, list(range(len(source)))) == expected(data)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.integers(0, 8000), flip=st.integers(0, 8000), value=st.integers(0, 255))
+def test_cut_or_corrupt_shards_fail_cleanly(
+    tmp_path: Path, cut: int, flip: int, value: int
+) -> None:
+    samples = [(f"s{i}", {"bin": bytes([i]) * (300 * i + 1), "cls": b"c"}) for i in range(5)]
+    raw = bytearray(tar_bytes(members_of(samples), tarfile.GNU_FORMAT))
+    raw = raw[: min(cut, len(raw))]
+    if flip < len(raw):
+        raw[flip] = value
+    path = tmp_path / "bad.tar"
+    path.write_bytes(bytes(raw))
+    error: MalformedShardError | None = None
+    try:
+        source = TarShards([path])
+    except MalformedShardError as exc:
+        error = exc
+    if error is not None:
+        assert "bad.tar" in str(error)
+        return
+    keys = [entry.key for entry in source.indices[0].samples]
+    if flip >= len(raw):  # only cut: whatever was indexed is a prefix of the samples
+        assert keys == [key for key, _ in samples][: len(keys)]
+        got = anyio.run(source.get_samples, list(range(len(source))))
+        assert got == expected([samples[: len(keys)]])
