@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +30,16 @@ def _array_to_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
+class TensorBatch(types.SimpleNamespace):
+    """The fields of an aioloader batch (``ImageBatch``, ``PaddedBatch``...) as tensors.
+
+    Fields read as attributes (``batch.images``) or items (``batch["images"]``).
+    """
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+
 def _convert(obj: Any, leaf: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return leaf(_array_to_tensor(obj))
@@ -38,6 +49,10 @@ def _convert(obj: Any, leaf: Any) -> Any:
         return leaf(_array_to_tensor(np.array(obj)))
     if isinstance(obj, (str, bytes, bytearray)):
         return obj
+    if hasattr(obj, "__digest_fields__"):  # a pooled batch: its tensors keep its buffers alive
+        return TensorBatch(
+            **{name: _convert(value, leaf) for name, value in obj.__digest_fields__()}
+        )
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         changes = {
             field.name: _convert(getattr(obj, field.name), leaf)
@@ -67,6 +82,10 @@ def _same(tensor: torch.Tensor) -> torch.Tensor:
 
 def to_torch(batch: Any) -> Any:
     """``batch`` with every numpy array replaced by a tensor that shares its memory.
+
+    An aioloader batch (``ImageBatch`` and the other pooled batches) becomes a
+    ``TensorBatch`` whose tensors share the batch's buffers: do not ``release()`` the
+    batch while they are in use (without a release its buffers are simply freed with them).
 
     Walks dataclasses (rebuilt with ``dataclasses.replace``), dicts, tuples, namedtuples
     and lists; numpy scalars become 0-d tensors; anything else is kept as it is. Arrays
@@ -180,4 +199,4 @@ class TorchIterableDataset(torch.utils.data.IterableDataset[Any]):
         return max(0, self.stop - start)
 
 
-__all__ = ["TorchIterableDataset", "to_device", "to_torch"]
+__all__ = ["TensorBatch", "TorchIterableDataset", "to_device", "to_torch"]

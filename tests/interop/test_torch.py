@@ -254,3 +254,20 @@ def test_adapter_bad_arguments() -> None:
         TorchIterableDataset(_loader(), -1)
     with pytest.raises(TypeError, match=r"len\(\) of an endless TorchIterableDataset"):
         len(TorchIterableDataset(_loader()))
+
+
+def test_pooled_batches_become_tensor_batches_sharing_memory() -> None:
+    from aioloader import GainOffset, ImageBatchCollator, ShuffledSampler, plan_batch
+    from aioloader.interop.torch import TensorBatch
+    from aioloader.testing import line_images
+
+    dataset = line_images(count=16, height=4, min_width=4, max_width=8)
+    plan = plan_batch(ShuffledSampler(16, 4), 0, 1)
+    batch = ImageBatchCollator(4, augment=GainOffset())(
+        [dataset._samples[i] for i in plan.indices.tolist()], plan
+    )
+    tensors = to_torch(batch)
+    assert isinstance(tensors, TensorBatch)
+    assert tensors.images.data_ptr() == batch.images.ctypes.data
+    assert tensors["widths"].tolist() == batch.widths.tolist()
+    assert tensors.global_step == 1
