@@ -24,9 +24,8 @@ async def main() -> None:
         report = padding_report(
             LENGTHS, 4, strategy, context_length=32 if strategy == "packed" else None
         )
-        print(
-            f"{strategy:9} {report.real_tokens} real of {report.total_slots}: {report.efficiency:.1%}"
-        )
+        real, total = report.real_tokens, report.total_slots
+        print(f"{strategy:9} {real} real of {total}: {report.efficiency:.1%}")
 
     generator = np.random.default_rng(0)
     lengths = np.minimum(generator.lognormal(np.log(200), 0.8, 5000).astype(np.int64) + 1, 2048)

@@ -50,11 +50,11 @@ async def main(directory: Path, paths: list[Path]) -> None:
     async with loader.stream(0, 12) as batches:  # one epoch over all shards, fully shuffled
         async for batch in batches:
             assert np.array_equal(batch.data[:, 0], batch.indices)
-    print(
-        f"{len(source)} samples in {len(paths)} shards; index files:",
-        sorted(p.name for p in directory.glob("*.json")),
-    )
+    print(f"{len(source)} samples in {len(paths)} shards")
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    folder = Path(tempfile.mkdtemp())
+    shard_paths = write_shards(folder, shards=4, per_shard=50)
+    anyio.run(main, folder, shard_paths)
+    print("index files:", sorted(p.name for p in folder.glob("*.json")))
