@@ -43,7 +43,7 @@ def test_for_loop_yields_one_epoch_and_advances() -> None:
 
 
 def test_breaking_out_closes_the_portal_thread() -> None:
-    threads_before = threading.active_count()
+    threads_before = set(threading.enumerate())
     loader = make_loader(workers=1)
     for _ in range(5):
         iterator = loader.iter_sync(0, None)
@@ -51,5 +51,7 @@ def test_breaking_out_closes_the_portal_thread() -> None:
             if batch.global_step == 2:
                 break
         iterator.close()  # what the garbage collector does for a dropped generator
-    assert threading.active_count() <= threads_before
+    for thread in set(threading.enumerate()) - threads_before:
+        thread.join(timeout=30)  # the portal's loop and its worker threads all end
+        assert not thread.is_alive(), thread
     assert all(b.released for b in loader.collator.built if b.global_step > 2)
