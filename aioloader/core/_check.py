@@ -7,6 +7,7 @@ import operator
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 U64_LIMIT = 1 << 64
 
@@ -66,3 +67,17 @@ def sequence_1d(name: str, value: Any, what: str) -> list[Any]:
     if isinstance(value, np.ndarray) and value.ndim != 1:
         raise TypeError(f"{name} must be one-dimensional but got an array of shape {value.shape}")
     return list(value)
+
+
+def lengths_1d(name: str, lengths: Any) -> npt.NDArray[np.int64]:
+    """``lengths`` as a 1-D int64 array of values >= 0, or a clear error."""
+    array = np.asarray(lengths)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise TypeError(
+            f"{name} must be a 1-D sequence of integers but got {array.dtype} "
+            f"with shape {array.shape}"
+        )
+    result = array.astype(np.int64)
+    if result.size and int(result.min()) < 0:
+        raise ValueError(f"{name} must be >= 0 but got {int(result.min())}")
+    return result

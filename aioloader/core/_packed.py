@@ -14,8 +14,8 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._check import positive_int
-from ._packing import _OVERFLOW, Packing, _check_lengths, pack_lengths
+from ._check import lengths_1d, positive_int
+from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
 from ._pool import BatchField, BatchState, BufferPool, PooledBatch
 from ._rng import _derive_unchecked
@@ -58,7 +58,7 @@ class PackedSampler:
         overflow: str = "split",
         drop_last: bool = False,
     ) -> None:
-        self._lengths = _check_lengths("lengths", lengths)
+        self._lengths = lengths_1d("lengths", lengths)
         self._lengths.flags.writeable = False
         if self._lengths.size == 0:
             raise ValueError("lengths must hold at least one document but got none")

@@ -18,23 +18,10 @@ from typing import Any, Literal, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._check import positive_int
+from ._check import lengths_1d, positive_int
 from ._sequences import Int64Array, _as_arrays
 
 _OVERFLOW = ("split", "drop")
-
-
-def _check_lengths(name: str, lengths: Any) -> Int64Array:
-    array = np.asarray(lengths)
-    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise TypeError(
-            f"{name} must be a 1-D sequence of integers but got {array.dtype} "
-            f"with shape {array.shape}"
-        )
-    array = array.astype(np.int64)
-    if array.size and int(array.min()) < 0:
-        raise ValueError(f"{name} must be >= 0 but got {int(array.min())}")
-    return array
 
 
 def first_fit_decreasing(lengths: Any, capacity: int) -> Int64Array:
@@ -47,7 +34,7 @@ def first_fit_decreasing(lengths: Any, capacity: int) -> Int64Array:
     [1, 2, 2, 0, 3, 5, 3, 4, 1, 4, 4, 5]
     """
     cap = positive_int("capacity", capacity)
-    sizes = _check_lengths("lengths", lengths)
+    sizes = lengths_1d("lengths", lengths)
     if sizes.size and int(sizes.max()) > cap:
         raise ValueError(f"lengths must be <= capacity ({cap}) but got {int(sizes.max())}")
     order = np.argsort(-sizes, kind="stable")
@@ -203,7 +190,7 @@ def pack_lengths(lengths: Any, context_length: int, overflow: str = "split") -> 
     ctx = positive_int("context_length", context_length)
     if overflow not in _OVERFLOW:
         raise ValueError(f"overflow must be 'split' or 'drop' but got {overflow!r}")
-    sizes = _check_lengths("lengths", lengths)
+    sizes = lengths_1d("lengths", lengths)
     docs = np.arange(sizes.shape[0], dtype=np.int64)
     dropped = docs[sizes > ctx] if overflow == "drop" else docs[:0]
     if overflow == "drop":
@@ -348,7 +335,7 @@ def padding_report(
     >>> padding_report(lengths, 4).total_slots, padding_report(lengths, 4).real_tokens
     (304, 173)
     """
-    sizes = _check_lengths("lengths", lengths)
+    sizes = lengths_1d("lengths", lengths)
     batch = positive_int("batch_size", batch_size)
     if strategy not in ("arrival", "bucketed", "packed"):
         raise ValueError(f"strategy must be 'arrival', 'bucketed' or 'packed' but got {strategy!r}")

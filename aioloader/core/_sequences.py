@@ -180,17 +180,4 @@ class PadCollator:
         return PaddedBatch(state)
 
 
-def _check_lengths(name: str, lengths: Any) -> Int64Array:
-    array = np.asarray(lengths)
-    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise TypeError(
-            f"{name} must be a 1-D sequence of integers but got {array.dtype} "
-            f"with shape {array.shape}"
-        )
-    array = array.astype(np.int64)
-    if array.size and int(array.min()) < 0:
-        raise ValueError(f"{name} must be >= 0 but got {int(array.min())}")
-    return array
-
-
 __all__ = ["PadCollator", "PaddedBatch", "pad_sequences"]
