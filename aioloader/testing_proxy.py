@@ -1,17 +1,25 @@
 """A tiny HTTP/1.1 proxy on loopback that adds latency or injects faults, for tests.
 
 It forwards requests unchanged (so S3 signatures stay valid) to one upstream server and
-relays the responses. Faults are queued per path substring and consumed one request at a
-time; each request is logged. It runs on its own thread and event loop, so tests on any
-async library (or none) can use it::
+relays the responses. Faults come from three places, checked in this order: faults queued
+per path substring and consumed one request at a time (``inject``); a fault applied to every
+request of a path substring (``inject_always``); and a seeded random schedule (``schedule``)
+that fails a fraction of requests, decided by a hash of ``(seed, method, path, n)`` where
+``n`` counts the requests seen for that method and path, so the same reads get the same
+faults on every run, whatever the order the requests arrive in. Each request is logged. It
+runs on its own thread and event loop, so tests on any async library (or none) can use it::
 
     with LoopbackProxy("http://127.0.0.1:8333", delay=0.02) as proxy:
         proxy.inject("bucket/key-7", "503", "reset")  # the next two GETs of key-7 fail
+        proxy.schedule(0.1, seed=3)  # then 10% of requests fail, reproducibly
         store = S3Store(..., endpoint=proxy.endpoint)
 
 Faults: an HTTP status code as text (``"503"``, ``"429"``, ``"404"``, ``"403"``...) answers
 with that status and an S3 error body; ``"reset"`` aborts the connection with a TCP reset;
-``"stall"`` never answers (the client must time out).
+``"stall"`` never answers (the client must time out); ``"truncate"`` forwards the request
+but relays only the first half of the response body (its head still announces the whole
+``Content-Length``), then closes the connection; a response without a body is cut before its
+head.
 
 ``testing_relay.LatencyRelay`` only delays bytes at the TCP level (no parsing, no faults):
 much cheaper, for benchmarks. Run as a program, ``python -m aioloader.testing_proxy UPSTREAM
@@ -25,6 +33,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import hashlib
 import socket
 import struct
 import sys
@@ -33,16 +42,43 @@ from dataclasses import dataclass
 from types import TracebackType
 from urllib.parse import urlsplit
 
-__all__ = ("LoopbackProxy", "ProxyRecord", "main")
+__all__ = ("SCHEDULED_FAULTS", "LoopbackProxy", "ProxyRecord", "main", "scheduled_fault")
 
 _REASONS = {403: "Forbidden", 404: "Not Found", 429: "Too Many Requests", 500: "Internal"}
 _S3_CODES = {403: "AccessDenied", 404: "NoSuchKey", 429: "SlowDown", 503: "SlowDown"}
 _CHUNK = 256 * 1024
+_NAMED_FAULTS = ("reset", "stall", "truncate")
+SCHEDULED_FAULTS = ("reset", "503", "429", "stall", "truncate")
+"""The faults ``LoopbackProxy.schedule`` draws from by default."""
+
+
+def _check_fault(fault: str) -> None:
+    if fault not in _NAMED_FAULTS and not (fault.isdigit() and len(fault) == 3):
+        raise ValueError(
+            f"fault must be 'reset', 'stall', 'truncate' or a 3-digit status but got {fault!r}"
+        )
+
+
+def scheduled_fault(
+    seed: int, rate: float, faults: tuple[str, ...], method: str, path: str, n: int
+) -> str:
+    """The fault the schedule gives request ``n`` (0-based) of ``method path``, or ``"forwarded"``.
+
+    A pure function of its arguments: the same seed fails the same requests on every run.
+    """
+    text = f"{seed}\x00{method}\x00{path}\x00{n}".encode("utf-8", "surrogateescape")
+    digest = hashlib.blake2b(text, digest_size=16).digest()
+    if int.from_bytes(digest[:8], "big") * 2.0**-64 >= rate:
+        return "forwarded"
+    return faults[int.from_bytes(digest[8:], "big") % len(faults)]
 
 
 @dataclass(frozen=True)
 class ProxyRecord:
-    """One request the proxy saw: method, path, and ``"forwarded"`` or the fault applied."""
+    """One request the proxy saw: method, path, and ``"forwarded"`` or the fault applied.
+
+    A truncated response is logged as ``"truncate"``: forwarded, but cut short.
+    """
 
     method: str
     path: str
@@ -58,6 +94,29 @@ def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
             name, value = line.split(":", 1)
             headers[name.strip().lower()] = value.strip()
     return parts[0], parts[1] if len(parts) > 1 else "", headers
+
+
+class _TruncatedError(Exception):
+    """The proxy cut a response short on purpose: close the connection."""
+
+
+async def _relay_truncated(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes, headers: dict[str, str]
+) -> None:
+    """Send ``head`` and half of a body of ``Content-Length`` bytes (nothing of others)."""
+    length = int(headers.get("content-length", "0") or "0")
+    if length < 1 and "chunked" not in headers.get("transfer-encoding", "").lower():
+        raise _TruncatedError  # nothing to cut short: close before the head instead
+    writer.write(head)
+    left = length // 2
+    while left > 0:
+        chunk = await reader.read(min(left, _CHUNK))
+        if not chunk:
+            break
+        left -= len(chunk)
+        writer.write(chunk)
+    await writer.drain()
+    raise _TruncatedError
 
 
 async def _relay_body(
@@ -111,6 +170,9 @@ class LoopbackProxy:
         self._use_uvloop = use_uvloop
         self._lock = threading.Lock()
         self._faults: dict[str, collections.deque[str]] = {}
+        self._always: dict[str, str] = {}
+        self._schedule: tuple[float, int, tuple[str, ...], str] | None = None
+        self._seen: collections.Counter[tuple[str, str]] = collections.Counter()
         self._log: list[ProxyRecord] = []
         self._active = 0
         self.max_active = 0
@@ -133,32 +195,79 @@ class LoopbackProxy:
     def inject(self, path_contains: str, *faults: str) -> None:
         """Queue faults for the next requests whose path contains ``path_contains``."""
         for fault in faults:
-            if fault not in ("reset", "stall") and not (fault.isdigit() and len(fault) == 3):
-                raise ValueError(
-                    f"fault must be 'reset', 'stall' or a 3-digit status but got {fault!r}"
-                )
+            _check_fault(fault)
+        if faults:
+            with self._lock:
+                self._faults.setdefault(path_contains, collections.deque()).extend(faults)
+
+    def inject_always(self, path_contains: str, fault: str) -> None:
+        """Apply ``fault`` to every request whose path contains ``path_contains`` (until clear)."""
+        self.inject(path_contains)  # a subclass that cannot inject faults refuses here
+        _check_fault(fault)
         with self._lock:
-            self._faults.setdefault(path_contains, collections.deque()).extend(faults)
+            self._always[path_contains] = fault
+
+    def schedule(
+        self,
+        rate: float,
+        *,
+        seed: int,
+        faults: tuple[str, ...] = SCHEDULED_FAULTS,
+        path_contains: str = "",
+    ) -> None:
+        """Fail a fraction ``rate`` of the requests whose path contains ``path_contains``.
+
+        Request ``n`` of a method and path fails with ``scheduled_fault(seed, rate, faults,
+        method, path, n)``: reproducible, and independent of the order requests arrive in.
+        Replaces any previous schedule; ``clear()`` ends it.
+        """
+        self.inject(path_contains)  # a subclass that cannot inject faults refuses here
+        if not (isinstance(rate, (int, float)) and 0 <= rate <= 1):
+            raise ValueError(f"rate must be in [0, 1] but got {rate!r}")
+        if not faults:
+            raise ValueError("faults must name at least one fault but got ()")
+        for fault in faults:
+            _check_fault(fault)
+        with self._lock:
+            self._schedule = (float(rate), int(seed), tuple(faults), path_contains)
 
     def records(self, path_contains: str = "") -> list[ProxyRecord]:
         """The requests seen so far whose path contains ``path_contains``."""
         with self._lock:
             return [r for r in self._log if path_contains in r.path]
 
+    def fault_counts(self, path_contains: str = "") -> dict[str, int]:
+        """How many requests (whose path contains ``path_contains``) got each outcome."""
+        return dict(collections.Counter(r.outcome for r in self.records(path_contains)))
+
     def clear(self) -> None:
-        """Forget queued faults and the request log."""
+        """Forget queued, permanent and scheduled faults and the request log."""
         with self._lock:
             self._faults.clear()
+            self._always.clear()
+            self._schedule = None
+            self._seen.clear()
             self._log.clear()
             self.max_active = self._active
 
     def _take_fault(self, method: str, path: str) -> str:
         with self._lock:
+            n = self._seen[method, path]
+            self._seen[method, path] = n + 1
             outcome = "forwarded"
             for needle, queue in self._faults.items():
                 if needle in path and queue:
                     outcome = queue.popleft()
                     break
+            else:
+                for needle, fault in self._always.items():
+                    if needle in path:
+                        outcome = fault
+                        break
+                else:
+                    if self._schedule is not None and self._schedule[3] in path:
+                        rate, seed, faults, _ = self._schedule
+                        outcome = scheduled_fault(seed, rate, faults, method, path, n)
             self._log.append(ProxyRecord(method, path, outcome))
             return outcome
 
@@ -181,13 +290,17 @@ class LoopbackProxy:
         method: str,
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
         writer: asyncio.StreamWriter,
+        truncate: bool = False,
     ) -> dict[str, str]:
         up_reader, up_writer = upstream
         up_writer.write(request)
         await up_writer.drain()
         response_head = await up_reader.readuntil(b"\r\n\r\n")
-        writer.write(response_head)
         _, status_text, response_headers = _parse_head(response_head)
+        if truncate:  # a HEAD answer has no body to cut: it is cut before its head
+            body_headers = response_headers if method != "HEAD" else {}
+            await _relay_truncated(up_reader, writer, response_head, body_headers)
+        writer.write(response_head)
         status = int(status_text)
         if method != "HEAD" and status not in (204, 304) and status >= 200:
             await _relay_body(up_reader, writer, response_headers)
@@ -221,7 +334,7 @@ class LoopbackProxy:
                     while await reader.read(_CHUNK):  # until the client gives up
                         pass
                     return
-                if fault != "forwarded":
+                if fault not in ("forwarded", "truncate"):
                     await self._fault_response(writer, int(fault), path)
                     continue
                 self._active += 1
@@ -232,12 +345,19 @@ class LoopbackProxy:
                     if upstream is None:
                         upstream = await asyncio.open_connection(*self._upstream)
                         self._writers.add(upstream[1])
-                    response_headers = await self._forward(head + body, method, upstream, writer)
+                    response_headers = await self._forward(
+                        head + body, method, upstream, writer, fault == "truncate"
+                    )
                 finally:
                     self._active -= 1
                 if response_headers.get("connection", "").lower() == "close":
                     return
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (
+            ConnectionError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            _TruncatedError,
+        ):
             return
         finally:
             if upstream is not None:

@@ -1,13 +1,17 @@
-"""Shared fixtures: the async backends every engine test runs on, and shared data paths."""
+"""Shared fixtures: the async backends every engine test runs on, shared data paths, S3."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from aioloader.testing_s3 import S3Info
 
 
 def _shared_dir() -> Path:
@@ -44,3 +48,15 @@ def public_vectors() -> dict[str, Any]:
         pytest.fail(f"reference vectors missing: {path} (they live in the shared folder)")
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Info]:
+    """SeaweedFS ``weed mini`` serving S3 on a free 127.0.0.1 port, for the whole session.
+
+    Started by the first test that asks for it (source and reliability tests), never before.
+    """
+    from aioloader.testing_s3 import SeaweedServer
+
+    with SeaweedServer(bucket="aioloader-test") as server:
+        yield server.info

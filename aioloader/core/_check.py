@@ -81,3 +81,14 @@ def lengths_1d(name: str, lengths: Any) -> npt.NDArray[np.int64]:
     if result.size and int(result.min()) < 0:
         raise ValueError(f"{name} must be >= 0 but got {int(result.min())}")
     return result
+
+
+MAX_BATCH_SIZE = 1 << 24
+
+
+def batch_size_arg(value: Any) -> int:
+    """A batch size in ``[1, 2^24]``: larger batches would not fit in memory as indices."""
+    number = as_int("batch_size", value)
+    if not 1 <= number <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size must be an integer in [1, 2^24] but got {number}")
+    return number

@@ -239,7 +239,7 @@ class PackCollator:
                 f"context_length must equal sampler.context_length ({sampler.context_length}) "
                 f"but got {self._ctx}"
             )
-        if overflow not in _OVERFLOW:
+        if not isinstance(overflow, str) or overflow not in _OVERFLOW:
             raise ValueError(f"overflow must be 'split' or 'drop' but got {overflow!r}")
         self._sampler, self._overflow, self._value = sampler, overflow, padding_value
         self._causal = bool(causal_mask)

@@ -188,7 +188,7 @@ def pack_lengths(lengths: Any, context_length: int, overflow: str = "split") -> 
     [[31], [27, 5], [23, 9], [18, 14], [16, 11, 4], [8, 7]]
     """
     ctx = positive_int("context_length", context_length)
-    if overflow not in _OVERFLOW:
+    if not isinstance(overflow, str) or overflow not in _OVERFLOW:
         raise ValueError(f"overflow must be 'split' or 'drop' but got {overflow!r}")
     sizes = lengths_1d("lengths", lengths)
     docs = np.arange(sizes.shape[0], dtype=np.int64)

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from ._check import (
     U64_LIMIT,
     as_int,
+    batch_size_arg,
     finite_non_negative,
     int_in_range,
     positive_int,
@@ -78,7 +79,7 @@ class _PositionalSampler:
 
     def __init__(self, n: int, batch_size: int, drop_last: bool = True) -> None:
         self._n = positive_int("n", n, INDEX_LIMIT)
-        self._batch_size = positive_int("batch_size", batch_size, INDEX_LIMIT)
+        self._batch_size = batch_size_arg(batch_size)
         if not isinstance(drop_last, bool):
             raise TypeError(f"drop_last must be a bool but got {type(drop_last).__name__}")
         self._drop_last = drop_last
@@ -177,7 +178,7 @@ class MixingSampler:
             )
         if sum(self._sizes) >= INDEX_LIMIT:
             raise ValueError(f"sum(sizes) must be < 2^63 but got {sum(self._sizes)}")
-        self._batch_size = positive_int("batch_size", batch_size, INDEX_LIMIT)
+        self._batch_size = batch_size_arg(batch_size)
         self._eligible = tuple(
             k
             for k, (size, share) in enumerate(zip(self._sizes, self._shares, strict=True))
@@ -286,7 +287,7 @@ class BucketedSampler:
     def __init__(self, lengths: Any, batch_size: int, pool_batches: int) -> None:
         self._lengths = _check_lengths(lengths)
         n = int(self._lengths.shape[0])
-        self._batch_size = positive_int("batch_size", batch_size, INDEX_LIMIT)
+        self._batch_size = batch_size_arg(batch_size)
         self._pool_batches = positive_int("pool_batches", pool_batches, INDEX_LIMIT)
         self._steps = n // self._batch_size
         self._cache: OrderedDict[tuple[int, int], npt.NDArray[np.uint32]] = OrderedDict()

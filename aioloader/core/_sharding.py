@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ._check import as_int, positive_int
+from ._check import as_int, batch_size_arg, positive_int
 from ._permutation import keyed_permutation_array
 from ._rng import STREAM_SHUFFLE, _derive_unchecked
 from ._samplers import (
@@ -209,7 +209,7 @@ class DistributedSampler:
         drop_last_batch: bool = False,
     ) -> None:
         self._n = positive_int("n", n, INDEX_LIMIT)
-        self._batch_size = positive_int("batch_size", batch_size, INDEX_LIMIT)
+        self._batch_size = batch_size_arg(batch_size)
         self._rank, self._world_size = _check_rank(rank, world_size)
         for name, flag in (
             ("shuffle", shuffle),

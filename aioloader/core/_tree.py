@@ -55,7 +55,8 @@ def _python_numbers(batch: Sequence[Any]) -> np.ndarray[Any, Any]:
                 raise ValueError(f"batch values must fit int64 but got {int(v)}")
         return np.array(values, dtype=np.int64)
     if all(isinstance(v, (int, float, np.integer, np.floating)) for v in values):
-        return np.array(values, dtype=np.float32)
+        with np.errstate(over="ignore"):  # like torch: out-of-range floats become inf
+            return np.array(values, dtype=np.float32)
     raise TypeError(f"batch values must be numbers but got {[type(v).__name__ for v in values]}")
 
 

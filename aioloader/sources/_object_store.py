@@ -5,7 +5,12 @@ timeout, and transient failures (timeouts, dropped connections, HTTP 408, 429 an
 retried with exponential backoff and jitter. The jitter is drawn from ``derive(seed, 0,
 crc32(key), attempt, 201)``, so it is reproducible and only ever changes timing, never data.
 Permanent failures (not found, access denied, other 4xx) are raised at once, naming the key
-and never a credential.
+and never a credential. A body cut short (fewer bytes than its ``Content-Length``, then the
+connection closed) is never returned as data: obstore reports it and it is retried.
+
+By default a sample that cannot be read fails its batch (``on_error="raise"``). Users who
+prefer to train on can opt in to ``on_error="skip"`` with a ``fallback(index) -> sample``;
+that trades the determinism contract away (see ``ObjectStore``).
 
 obstore retries inside its client too (10 times by default). To make ``RetryPolicy`` the
 only policy in force, build the store with ``retry_config={"max_retries": 0}``.
@@ -20,15 +25,17 @@ the blocking API runs in worker threads limited to ``max_concurrency``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import anyio
 import obstore
 
+from .._compat import add_note
 from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import PerLoop, gather_ordered, running_asyncio_loop, semaphore
 from ._decode import decode_bytes, decode_named
@@ -40,17 +47,33 @@ __all__ = ("ObjectReader", "ObjectStore", "ObjectStoreStatistics", "RetryPolicy"
 SampleT = TypeVar("SampleT")
 
 _WHOLE = 1 << 62  # the end of an open byte range: "from 0 to the end of the object"
+MAX_SKIPPED_KEYS = 100
+"""How many skipped keys ``ObjectStoreStatistics.skipped_keys`` keeps (the first ones)."""
+
+OnError = Literal["raise", "skip"]
 
 
 @dataclass(frozen=True)
 class ObjectStoreStatistics:
-    """Counters of an ``ObjectReader``: attempts sent, retries, bytes, in flight now, failures."""
+    """Counters of an ``ObjectReader`` or ``ObjectStore``.
+
+    Attributes:
+        requests: Attempts sent, retries included.
+        retries: Attempts that followed a transient failure.
+        bytes_read: Bytes delivered.
+        in_flight: Requests in flight now.
+        failures: Reads that failed for good (raised, or skipped).
+        skipped: Samples replaced by the fallback (``on_error="skip"`` only).
+        skipped_keys: The first ``MAX_SKIPPED_KEYS`` keys skipped, in the order they were.
+    """
 
     requests: int
     retries: int
     bytes_read: int
     in_flight: int
     failures: int
+    skipped: int = 0
+    skipped_keys: tuple[str, ...] = ()
 
 
 class ObjectReader:
@@ -255,6 +278,14 @@ def _check_range(byte_range: Any) -> tuple[int, int] | None:
 class ObjectStore(Generic[SampleT]):
     """One sample per object of an obstore store.
 
+    A read that fails for good (not found, access denied, retries exhausted) raises
+    ``SourceError`` naming the key, by default. With ``on_error="skip"`` such a sample is
+    replaced by ``fallback(index)`` instead, and counted in ``statistics()`` (``skipped``,
+    ``skipped_keys``). This is opt-in because it breaks the determinism contract: the batch
+    at a step then depends on which reads failed, that is on timing and faults, and a
+    resumed or repeated run may see different data. Only read failures are skipped; a
+    decode error, or a cancellation, still raises.
+
     Args:
         store: Any obstore store.
         keys: The object keys, in sample order.
@@ -265,6 +296,9 @@ class ObjectStore(Generic[SampleT]):
         timeout: Seconds allowed for one attempt.
         retries: Retry policy for transient failures (default ``RetryPolicy()``).
         byte_range: ``(start, end)``: read only these bytes of every object.
+        on_error: ``"raise"`` (default) or ``"skip"``: what a read that fails for good does.
+        fallback: ``fallback(index) -> sample``, the sample that replaces a skipped one
+            (required with ``on_error="skip"``; it is not decoded).
     """
 
     @overload
@@ -278,6 +312,8 @@ class ObjectStore(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         byte_range: tuple[int, int] | None = None,
+        on_error: OnError = "raise",
+        fallback: Callable[[int], bytes] | None = None,
     ) -> None: ...
 
     @overload
@@ -292,6 +328,8 @@ class ObjectStore(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         byte_range: tuple[int, int] | None = None,
+        on_error: OnError = "raise",
+        fallback: Callable[[int], SampleT] | None = None,
     ) -> None: ...
 
     def __init__(
@@ -305,7 +343,24 @@ class ObjectStore(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         byte_range: tuple[int, int] | None = None,
+        on_error: OnError = "raise",
+        fallback: Callable[[int], Any] | None = None,
     ) -> None:
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip' but got {on_error!r}")
+        if fallback is not None and not callable(fallback):
+            raise TypeError(f"fallback must be callable but got {type(fallback).__name__}")
+        if on_error == "skip" and fallback is None:
+            raise ValueError(
+                "on_error='skip' needs fallback(index) -> sample, the sample that replaces "
+                "one that cannot be read, but got fallback=None"
+            )
+        if on_error == "raise" and fallback is not None:
+            raise ValueError("fallback is only used with on_error='skip' but on_error='raise'")
+        self.on_error: OnError = on_error
+        self.fallback = fallback
+        self._skipped = 0
+        self._skipped_keys: list[str] = []
         if not callable(decode):
             raise TypeError(f"decode must be callable but got {type(decode).__name__}")
         self.reader = ObjectReader(
@@ -334,8 +389,12 @@ class ObjectStore(Generic[SampleT]):
         return f"ObjectStore({self.reader.store!r}, {len(self.keys)} keys)"
 
     def statistics(self) -> ObjectStoreStatistics:
-        """Request counters (see ``ObjectStoreStatistics``)."""
-        return self.reader.statistics()
+        """Request and skip counters (see ``ObjectStoreStatistics``)."""
+        return dataclasses.replace(
+            self.reader.statistics(),
+            skipped=self._skipped,
+            skipped_keys=tuple(self._skipped_keys),
+        )
 
     async def read_bytes(self, index: int) -> bytes:
         """The raw bytes of sample ``index`` (its byte range if one is set)."""
@@ -345,11 +404,32 @@ class ObjectStore(Generic[SampleT]):
         return await self.reader.read(key, *self.byte_range)
 
     async def get_sample(self, index: int) -> SampleT:
-        """Fetch and decode the object at ``index``."""
-        data = await self.read_bytes(index)
+        """Fetch and decode the object at ``index`` (or its fallback, see ``on_error``)."""
+        try:
+            data = await self.read_bytes(index)
+        except SourceError:
+            if self.fallback is None:  # on_error == "raise": never skip silently
+                raise
+            key = self.keys[index]
+            self._skipped += 1
+            if len(self._skipped_keys) < MAX_SKIPPED_KEYS:
+                self._skipped_keys.append(key)
+            skipped: SampleT = self.fallback(index)
+            return skipped
         result: SampleT = decode_named(self.decode, data, index, f"object {self.keys[index]!r}")
         return result
 
     async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:
-        """Fetch one batch's objects concurrently; results in the order of ``indices``."""
-        return await gather_ordered(self.get_sample, indices)
+        """Fetch one batch's objects concurrently; results in the order of ``indices``.
+
+        A failure carries a note naming its slot in ``indices`` and its dataset index.
+        """
+
+        async def read_slot(slot: int) -> SampleT:
+            try:
+                return await self.get_sample(indices[slot])
+            except Exception as error:
+                add_note(error, f"aioloader: reading slot {slot}, dataset index {indices[slot]}")
+                raise
+
+        return await gather_ordered(read_slot, range(len(indices)))

@@ -1,8 +1,9 @@
 """Retry policy and failure classification of object-store reads.
 
-Transient: timeouts, dropped connections, HTTP 408, 429 and 5xx. Not found: HTTP 404 (or
-obstore's ``FileNotFoundError``). Denied: HTTP 401 and 403. Anything else is permanent.
-Summaries name the HTTP status and the S3 error code, never a credential.
+Transient: timeouts, dropped connections, bodies cut short (the connection closed before
+``Content-Length`` bytes came), HTTP 408, 429 and 5xx. Not found: HTTP 404 (or obstore's
+``FileNotFoundError``). Denied: HTTP 401 and 403. Anything else is permanent. Summaries name
+the HTTP status and the S3 error code, never a credential.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _S3_CODE = re.compile(r"<Code>([^<]{1,64})</Code>")
 _QUERY_SECRET = re.compile(
     r"([?&][^=&\s]*(?:signature|credential|token|sig|key|security)[^=&\s]*=)[^&\s]*", re.I
 )
+# How obstore (reqwest, hyper) reports a body that ended before its Content-Length.
+_SHORT_BODY = re.compile(r"body error|decoding response body|unexpected eof", re.I)
 _SECRET_CONFIG = re.compile(r"secret|token|password|key|credential|sas|signature", re.I)
 
 
@@ -95,6 +98,8 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
         if status in (408, 429) or status >= 500:
             return "transient", detail
         return "permanent", detail
+    if _SHORT_BODY.search(first) or "IncompleteBody" in text:  # never data: read it again
+        return "transient", "response body cut short (fewer bytes than its Content-Length)"
     if isinstance(exc, ConnectionError) or "HTTP error" in first or "error sending" in first:
         return "transient", "connection error"
     return "permanent", f"{type(exc).__name__}: {first[:200]}"

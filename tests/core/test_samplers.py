@@ -230,7 +230,7 @@ def test_samplers_return_fresh_arrays() -> None:
         (
             lambda: ShuffledSampler(10, 0),
             ValueError,
-            "batch_size must be an integer in [1, 2^63) but got 0",
+            "batch_size must be an integer in [1, 2^24] but got 0",
         ),
         (
             lambda: SequentialSampler(10.0, 2),

@@ -1,4 +1,4 @@
-"""Fixtures of the source tests: a real S3 server (SeaweedFS) on loopback and a fault proxy."""
+"""Fixtures of the source tests: a fault proxy in front of the S3 server (SeaweedFS)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from aioloader.testing_proxy import LoopbackProxy
-from aioloader.testing_s3 import S3Info, SeaweedServer
+from aioloader.testing_s3 import S3Info
 
-
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Info]:
-    """SeaweedFS ``weed mini`` serving S3 on a free 127.0.0.1 port for the whole session."""
-    with SeaweedServer(bucket="aioloader-test") as server:
-        yield server.info
+# s3_server (session scope, started by the first test that asks) lives in tests/conftest.py.
 
 
 @pytest.fixture(scope="module")
