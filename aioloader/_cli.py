@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 BACKENDS = ("asyncio", "uvloop", "trio")
 
@@ -95,7 +96,52 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--step-ms", type=float, required=True, help="the trainer's step time")
     tune.add_argument("--load-ms", type=float, help="skip measuring: the load time per batch")
     tune.add_argument("--batches", type=_positive, default=64, help="batches to measure")
+    bench = commands.add_parser(
+        "bench",
+        help="run every benchmark workload against torch, SPDL and Grain (source checkout)",
+        description=(
+            "Run benchmarks/run.py of a source checkout: every workload on every system, "
+            "interleaved over several rounds, then write results.md, results.json and "
+            "results.png. Needs the benchmark extras (torch, spdl, grain, matplotlib); "
+            "systems whose package is missing are left out."
+        ),
+    )
+    bench.add_argument("--quick", action="store_true", help="tiny sizes, one round (smoke)")
+    bench.add_argument("--rounds", type=_positive, help="kept rounds (default 7, quick 1)")
+    bench.add_argument("--output", help="directory for the results (default benchmarks/results)")
+    bench.add_argument("--workloads", help="comma-separated subset of W1,W3,W4")
     return parser
+
+
+def bench_script() -> Path:
+    """``benchmarks/run.py`` next to the package (a source checkout or editable install)."""
+    return Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    script = bench_script()
+    if not script.is_file():
+        raise SystemExit(
+            f"aioloader bench: needs a source checkout, but {script} does not exist; "
+            "clone the repository and install it with `pip install -e .[bench]`"
+        )
+    argv = ["--quick"] if args.quick else []
+    for flag, value in (
+        ("--rounds", args.rounds),
+        ("--output", args.output),
+        ("--workloads", args.workloads),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    spec = importlib.util.spec_from_file_location("aioloader_benchmarks_run", script)
+    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
+        raise SystemExit(f"aioloader bench: cannot load {script}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result: int = module.main(argv)
+    return result
 
 
 def _run_digest(args: argparse.Namespace) -> int:
@@ -248,6 +294,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_tune(args)
     if args.command == "plan":
         return _run_plan(args)
+    if args.command == "bench":
+        return _run_bench(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

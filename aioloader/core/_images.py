@@ -205,9 +205,8 @@ class ImageBatchCollator:
         _check_indices(indices)
         images, widths, labels, targets = _gather(samples, indices)
         c, h = images[0].shape[0], images[0].shape[1]
-        total = 0
-        for target in targets:
-            total += target.shape[0]
+        lengths = list(map(len, targets))
+        total = sum(lengths)
         multiple = self._width_multiple
         wp = -(-max(widths) // multiple) * multiple
         pool = self._pool
@@ -215,7 +214,7 @@ class ImageBatchCollator:
         ints = pool.acquire((4 * n + total,), I32)
         try:
             ints[:n] = widths
-            ints[n : 2 * n] = [t.shape[0] for t in targets]
+            ints[n : 2 * n] = lengths
             ints[2 * n : 3 * n] = labels
             ints[3 * n : 4 * n] = indices
             if total:
@@ -254,11 +253,12 @@ class ImageBatchCollator:
         keys = plan.augment_keys()
         batch_form = getattr(augment, "augment_batch", None)
         if callable(batch_form):
-            if padded:
-                out.fill(pad)
+            # No fill first: the pad columns are rewritten after the augmentation anyway,
+            # so until then they may hold anything (hence no floating-point warnings).
             for i, image in enumerate(images):
                 out[i, :, :, : widths[i]] = image
-            batch_form(out, width_array, BatchRng(keys))
+            with np.errstate(all="ignore"):
+                batch_form(out, width_array, BatchRng(keys))
             if padded:
                 for i, w in enumerate(widths):
                     if w < wp:

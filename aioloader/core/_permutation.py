@@ -14,6 +14,7 @@ from ._rng import MASK64, U64Array, _mix_in_place, _mix_unchecked
 
 ROUND_GAMMA = 0x632BE59BD9B4E019
 _CHUNK = 1 << 15  # lanes per block: keeps the temporaries of a pass in cache
+_SCALAR_TAIL = 16  # lanes still walking: fewer than this finish in Python ints (cheaper)
 _ROUND_KEYS = tuple((r * ROUND_GAMMA) & MASK64 for r in range(4))
 
 
@@ -50,6 +51,16 @@ def keyed_permutation(p: int, n: int, key: int) -> int:
         x = (left << half) | right
         if x < size:
             return x
+
+
+def _walk(x: int, size: int, half: int, mask: int, round_keys: list[int]) -> int:
+    """Continue the cycle walk of one value ``x >= size`` (one Feistel pass at a time)."""
+    while x >= size:
+        left, right = x >> half, x & mask
+        for round_key in round_keys:
+            left, right = right, left ^ (_mix_unchecked(right ^ round_key) & mask)
+        x = (left << half) | right
+    return x
 
 
 def keyed_permutation_array(positions: Any, n: int, key: int) -> U64Array:
@@ -93,9 +104,15 @@ def keyed_permutation_array(positions: Any, n: int, key: int) -> U64Array:
         block = one_pass(flat[begin : begin + _CHUNK])
         if limit is not None:
             pending = np.flatnonzero(block >= limit)
-            while pending.size:
+            while pending.size > _SCALAR_TAIL:
                 walked = one_pass(block[pending])
                 block[pending] = walked
                 pending = pending[walked >= limit]
+            if pending.size:
+                # A few lanes walk on for several passes; each numpy pass costs the same
+                # for 1 lane as for 16, so the stragglers continue one by one.
+                rounds = [secret ^ rk for rk in _ROUND_KEYS]
+                for lane in pending.tolist():
+                    block[lane] = _walk(int(block[lane]), size, half, mask, rounds)
         out[begin : begin + _CHUNK] = block
     return out.reshape(lanes.shape)

@@ -48,25 +48,31 @@ def mix(x: int) -> int:
     return _mix_unchecked(u64("x", x))
 
 
+_U_GOLDEN = np.uint64(GOLDEN)
+_U_C1 = np.uint64(MIX_C1)
+_U_C2 = np.uint64(MIX_C2)
+_U_30, _U_27, _U_31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
 def mix_array(x: U64Array) -> U64Array:
     """``mix`` applied to every element of a uint64 array (returns a new array)."""
-    z = np.asarray(x, dtype=np.uint64) + np.uint64(GOLDEN)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(MIX_C1)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(MIX_C2)
-    z ^= z >> np.uint64(31)
+    z = np.asarray(x, dtype=np.uint64) + _U_GOLDEN
+    z ^= z >> _U_30
+    z *= _U_C1
+    z ^= z >> _U_27
+    z *= _U_C2
+    z ^= z >> _U_31
     return cast(U64Array, z)
 
 
 def _mix_in_place(z: U64Array) -> None:
     """``mix`` of every element of a uint64 array, overwriting it (no temporaries kept)."""
-    z += np.uint64(GOLDEN)
-    z ^= z >> np.uint64(30)
-    z *= np.uint64(MIX_C1)
-    z ^= z >> np.uint64(27)
-    z *= np.uint64(MIX_C2)
-    z ^= z >> np.uint64(31)
+    z += _U_GOLDEN
+    z ^= z >> _U_30
+    z *= _U_C1
+    z ^= z >> _U_27
+    z *= _U_C2
+    z ^= z >> _U_31
 
 
 def _derive_unchecked(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
@@ -198,8 +204,22 @@ class BatchRng:
         return cast(npt.NDArray[np.float64], out)
 
     def next_normal(self) -> npt.NDArray[np.float32]:
-        """Next ``next_normal`` of every lane (float32 accumulation, as the scalar form)."""
-        acc = np.zeros(len(self), dtype=np.float32)
-        for _ in range(12):
-            acc += self.next_single()
-        return cast(npt.NDArray[np.float32], acc - np.float32(6.0))
+        """Next ``next_normal`` of every lane (float32 accumulation, as the scalar form).
+
+        The twelve outputs of every lane come from one ``mix`` over a ``[12, lanes]`` array;
+        the float32 sum then runs strictly left to right, one add per draw.
+        """
+        steps = _TWELVE_STEPS[:, None] + self.states[None, :]
+        _mix_in_place(steps)
+        singles = (steps >> np.uint64(40)).astype(np.float32)
+        singles *= _SINGLE_SCALE
+        acc = singles[0].copy()
+        for k in range(1, 12):
+            acc += singles[k]
+        self.states += _TWELVE_GOLDEN
+        acc -= np.float32(6.0)
+        return cast(npt.NDArray[np.float32], acc)
+
+
+_TWELVE_STEPS = np.arange(12, dtype=np.uint64) * np.uint64(GOLDEN)
+_TWELVE_GOLDEN = np.uint64((12 * GOLDEN) & MASK64)

@@ -7,8 +7,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import anyio
-
 from ..core._check import as_int, u64
 from ..core._plan import BatchPlan
 from ..core._samplers import Sampler
@@ -87,7 +85,8 @@ class DataLoader(Generic[SampleT, BatchT]):
         transform: optional ``transform(sample, rng) -> sample`` (rng stream 0).
         workers: threads for CPU work (transform and collation); 0 builds on the
             event loop's thread.
-        prefetch: ring slots: how many steps are built ahead of the consumer.
+        prefetch: ring slots: how many steps are prepared ahead of the consumer (read
+            and built with workers; with ``workers=0`` read ahead and built when taken).
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads).
         start_step: the cursor that ``async for batch in loader`` starts from.
     """
@@ -138,16 +137,8 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._cursor = u64("start_step", start_step)
         self._reads = ReadCounter()
         self._read = make_batch_reader(dataset, self.max_inflight_reads, self._reads)
-        self._cpu_limiter_instance: anyio.CapacityLimiter | None = None
         self._stats = _Counters()
         self._last_stream: BatchStream[BatchT] | None = None
-
-    @property
-    def _cpu_limiter(self) -> anyio.CapacityLimiter:
-        # Created lazily: a CapacityLimiter belongs to the event loop that first uses it.
-        if self._cpu_limiter_instance is None:
-            self._cpu_limiter_instance = anyio.CapacityLimiter(max(1, self.workers))
-        return self._cpu_limiter_instance
 
     # -- the stream -----------------------------------------------------------------------
     @property

@@ -12,8 +12,9 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -28,6 +29,77 @@ if TYPE_CHECKING:
     from ._loader import DataLoader
 
 BatchT = TypeVar("BatchT")
+ResultT = TypeVar("ResultT")
+
+
+def _threadsafe_caller() -> Callable[[Callable[[], object]], object]:
+    """``call(fn)`` from any thread runs ``fn`` soon on the current event loop's thread."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    import asyncio
+
+    return asyncio.get_running_loop().call_soon_threadsafe
+
+
+class BuildThreads:
+    """The stream's CPU threads: build jobs run back to back, each result wakes the loop.
+
+    Jobs queue in the executor, so a thread starts the next job as soon as it finishes one,
+    without a round trip through the event loop (as a ``CapacityLimiter`` would need).
+    A job that started always finishes: a cancelled caller still waits for it (shielded),
+    hands its result to ``discard`` (say, to release a pooled batch), then re-raises.
+    """
+
+    __slots__ = ("_call_soon", "_executor")
+
+    def __init__(self, workers: int) -> None:
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="aioloader-build")
+        self._call_soon = _threadsafe_caller()
+
+    async def run(
+        self,
+        function: Callable[..., ResultT],
+        *args: Any,
+        discard: Callable[[ResultT], object] | None = None,
+    ) -> ResultT:
+        """``function(*args)`` in a thread; the calling task waits without blocking the loop."""
+        done = anyio.Event()
+        call_soon = self._call_soon
+
+        def wake(_: Future[ResultT]) -> None:
+            call_soon(done.set)
+
+        future = self._executor.submit(function, *args)
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await done.wait()
+            if discard is not None and future.exception() is None:
+                discard(future.result())
+            raise
+        return future.result()
+
+    def close(self) -> None:
+        """Let the threads exit (every job has been awaited) and join them."""
+        self._executor.shutdown(wait=True)
+
+
+class _Unbuilt:
+    """workers=0: a step planned and read ahead, built when the consumer takes it.
+
+    Reads still run ``prefetch`` steps ahead; collation waits for the consumer, so at most
+    the batch in hand and the one being built hold pooled buffers, which stay in cache.
+    """
+
+    __slots__ = ("plan", "samples")
+
+    def __init__(self, plan: BatchPlan, samples: list[Any]) -> None:
+        self.plan = plan
+        self.samples = samples
 
 
 def release_batch(batch: Any) -> None:
@@ -52,6 +124,7 @@ class BatchStream(Generic[BatchT]):
         self._cancel_host_soon: Callable[[], object] | None = None
         self._started = False
         self._finished = False
+        self._threads: BuildThreads | None = None
 
     @property
     def ring(self) -> PrefetchRing[BatchT]:
@@ -100,6 +173,8 @@ class BatchStream(Generic[BatchT]):
         started = time.perf_counter()
         try:
             batch = await ring.take()
+            if isinstance(batch, _Unbuilt):
+                batch = self._build_now(batch)
         except StopAsyncIteration:
             self._finish()
             raise
@@ -111,6 +186,14 @@ class BatchStream(Generic[BatchT]):
         stats.batches_delivered += 1
         self._loader._cursor = ring.next_to_take
         return batch
+
+    def _build_now(self, unbuilt: _Unbuilt) -> BatchT:
+        loader = self._loader
+        started = time.perf_counter()
+        batch = build_batch(unbuilt.plan, unbuilt.samples, loader.transform, loader.collator)
+        loader._stats.build_seconds += time.perf_counter() - started
+        loader._stats.batches_built += 1
+        return batch  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:
         """Stop the stream, cancel its work and wait until every task has ended."""
@@ -173,6 +256,8 @@ class BatchStream(Generic[BatchT]):
         builders = self._loader.prefetch
         if self._stop is not None:
             builders = max(1, min(builders, self._stop - self._start))
+        if self._loader.workers > 0:
+            self._threads = BuildThreads(self._loader.workers)
         try:
             async with anyio.create_task_group() as group:
                 for _ in range(builders):
@@ -181,6 +266,10 @@ class BatchStream(Generic[BatchT]):
             raise
         except BaseException as error:  # a bug in the engine: hand it to the consumer
             ring.fail_nowait(error)
+        finally:
+            if self._threads is not None:
+                self._threads.close()
+                self._threads = None  # the stream may outlive its work (statistics())
 
     async def _builder(self) -> None:
         ring = self._ring
@@ -206,17 +295,17 @@ class BatchStream(Generic[BatchT]):
         samples = await loader._read(plan)
         build_started = time.perf_counter()
         stats.read_seconds += build_started - read_started
-        if loader.workers == 0:
-            batch = build_batch(plan, samples, loader.transform, loader.collator)
-        else:
-            batch = await anyio.to_thread.run_sync(
-                build_batch,
-                plan,
-                samples,
-                loader.transform,
-                loader.collator,
-                limiter=loader._cpu_limiter,
-            )
+        threads = self._threads
+        if threads is None:
+            return cast(BatchT, _Unbuilt(plan, samples))
+        batch = await threads.run(
+            build_batch,
+            plan,
+            samples,
+            loader.transform,
+            loader.collator,
+            discard=release_batch,
+        )
         stats.build_seconds += time.perf_counter() - build_started
         stats.batches_built += 1
         return batch  # type: ignore[no-any-return]
@@ -224,10 +313,9 @@ class BatchStream(Generic[BatchT]):
     async def _plan(self, step: int) -> BatchPlan:
         loader = self._loader
         try:
-            if loader.workers > 0 and hasattr(loader.sampler, "epoch_plan"):
-                return await anyio.to_thread.run_sync(
-                    plan_batch, loader.sampler, loader.seed, step, limiter=loader._cpu_limiter
-                )
+            threads = self._threads
+            if threads is not None:
+                return await threads.run(plan_batch, loader.sampler, loader.seed, step)
             return plan_batch(loader.sampler, loader.seed, step)
         except Exception as error:
             add_note(error, f"aioloader: while planning global step {step}")

@@ -16,9 +16,10 @@ with ``/``) or have a ``..`` component are **rejected** (``MalformedShardError``
 shard was not written for this layout, and failing beats guessing. A field that appears twice
 for one key, or a key whose members are not contiguous, is an error too.
 
-A shard that ends inside a header or a member's data is truncated (``MalformedShardError``);
-a shard that ends cleanly after a member without the two zero blocks is accepted, as GNU tar
-and Python's tarfile accept it.
+A shard that ends inside a header or a member's data is truncated (``MalformedShardError``),
+and so is one that ends after a member without the zero block that ends a tar archive: GNU
+tar and Python's tarfile accept that, but a cut at a member boundary would then lose the
+rest of the shard (or a sample's later fields) without a word.
 """
 
 from __future__ import annotations
@@ -146,7 +147,12 @@ def iter_members(read: Callable[[int, int], bytes], size: int, shard: str) -> It
     pax_global: dict[str, str] = {}
     while True:
         if pos == size:
-            return  # no end-of-archive blocks, but nothing is cut short
+            # Without the end-of-archive block a cut at a member boundary would look whole
+            # and silently lose the samples (or fields) after it: refuse it.
+            raise MalformedShardError(
+                f"shard {shard!r} is truncated: it ends at byte {size} after a member, "
+                "without the zero block that ends a tar archive"
+            )
         if pos + BLOCK > size:
             raise MalformedShardError(
                 f"shard {shard!r} is truncated: a header at byte {pos} needs {BLOCK} bytes "

@@ -156,11 +156,18 @@ async def test_layout_rules(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_global_pax_headers_and_missing_end_blocks(tmp_path: Path) -> None:
     raw = tar_bytes([("k.a", b"1" * 600), ("k.b", b"2")], pax_headers={"comment": "global"})
-    end = raw.rindex(b"2" + bytes(511)) + 512  # cut the two zero end blocks and the padding
-    path = tmp_path / "noend.tar"
-    path.write_bytes(raw[:end])
-    source = TarShards([path])
+    whole = tmp_path / "whole.tar"
+    whole.write_bytes(raw)
+    source = TarShards([whole])
     assert await source.get_sample(0) == {"__key__": "k", "a": b"1" * 600, "b": b"2"}
+    end = raw.rindex(b"2" + bytes(511)) + 512  # cut the two zero end blocks
+    cut = tmp_path / "noend.tar"
+    cut.write_bytes(raw[:end])
+    with pytest.raises(MalformedShardError, match=r"noend\.tar.*without the zero block"):
+        TarShards([cut])
+    one_block = tmp_path / "oneblock.tar"  # one zero block is enough to mark the end
+    one_block.write_bytes(raw[: end + 512])
+    assert await TarShards([one_block]).get_sample(0) == await source.get_sample(0)
 
 
 @pytest.mark.parametrize(

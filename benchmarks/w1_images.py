@@ -1,0 +1,632 @@
+"""W1: the spec's line images (section 7) through every loader, and two floors.
+
+2,048 images ``[1, 32, W]`` with W uniform in 64..256 (``aioloader.testing.line_images``),
+batch 128, width multiple 4, ``GainOffset()`` per image (rng stream 1), ``ShuffledSampler``.
+Every port computes the same function of the global step ``g``: plan (indices and rng
+keys), gather the samples, pad and augment. All ports but the floors produce bit-identical
+batches, checked before timing. The consumer releases each batch and does nothing else.
+
+- aioloader: ``DataLoader(..., workers=w, prefetch=8)`` consumed with ``async for`` on
+  asyncio, with and without uvloop.
+- torch: ``torch.utils.data.DataLoader`` with a batch sampler yielding our sampler's
+  indices and our collator as ``collate_fn`` (``prefetch_factor=4`` with workers). With
+  workers the collate copies the batch into shared-memory tensors (what torch's
+  ``default_collate`` does in a worker) and returns them.
+- SPDL: ``PipelineBuilder().add_source(steps).pipe(build_step, concurrency=t,
+  output_order="input").add_sink(8).build(num_threads=t)``.
+- Grain: ``MapDataset.source(steps).map(build_step).to_iter_dataset(ReadOptions(threads,
+  prefetch 8))``; processes: ``.mp_prefetch(MultiprocessingOptions(2))`` (spawned workers
+  rebuild the dataset from its seed; arrays return through Grain's shared memory).
+- hand-written: one thread, plain numpy, its own SplitMix64/Feistel code (no aioloader),
+  per image ``np.multiply(image, gain, out=view); np.add(view, offset, out=view)``.
+- floors: one ``np.copyto`` per image into a preallocated batch (the copy every loader must
+  do), and one ``np.copyto`` of a batch-sized contiguous block (memory bandwidth).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from harness import Case
+
+from aioloader.core import (
+    BatchPlan,
+    GainOffset,
+    ImageBatch,
+    ImageBatchCollator,
+    ShuffledSampler,
+    plan_batch,
+)
+from aioloader.testing import line_images
+
+FIELDS = ("images", "widths", "targets", "target_lengths", "labels", "indices")
+SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class W1Config:
+    """Sizes of the workload and of one measurement."""
+
+    images: int = 2048
+    height: int = 32
+    min_width: int = 64
+    max_width: int = 256
+    batch: int = 128
+    multiple: int = 4
+    prefetch: int = 8
+    warm: int = 16  # batches consumed before the clock starts (startup, prefetch fill)
+    count: int = 256  # batches timed per measurement
+    verify: int = 17  # batches compared across ports (crosses an epoch boundary)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.images // self.batch
+
+
+def make_samples(cfg: W1Config) -> list[Any]:
+    """The dataset's samples (deterministic from the config)."""
+    dataset = line_images(cfg.images, cfg.height, cfg.min_width, cfg.max_width, seed=SEED)
+    return list(dataset._samples)
+
+
+def to_arrays(batch: Any) -> dict[str, np.ndarray[Any, Any]]:
+    """Any port's batch as numpy arrays (copies)."""
+    if isinstance(batch, ImageBatch):
+        return {name: np.array(getattr(batch, name)) for name in FIELDS}
+    if isinstance(batch, dict):
+        return {name: np.array(np.asarray(batch[name])) for name in FIELDS}
+    raise TypeError(f"unknown batch type {type(batch).__name__}")
+
+
+def release(batch: Any) -> None:
+    if isinstance(batch, ImageBatch):
+        batch.release()
+
+
+class StepBuilder:
+    """``g -> batch``: plan, gather, collate. Picklable: a spawned worker rebuilds the data."""
+
+    def __init__(self, cfg: W1Config, samples: list[Any] | None, detach: bool = False) -> None:
+        self.cfg = cfg
+        self.detach = detach  # return plain arrays (for processes) instead of an ImageBatch
+        self._samples = samples
+        self._setup()
+
+    def _setup(self) -> None:
+        self.sampler = ShuffledSampler(self.cfg.images, self.cfg.batch)
+        self.collator = ImageBatchCollator(self.cfg.multiple, augment=GainOffset())
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"cfg": self.cfg, "detach": self.detach}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.cfg, self.detach, self._samples = state["cfg"], state["detach"], None
+        self._setup()
+
+    @property
+    def samples(self) -> list[Any]:
+        if self._samples is None:
+            self._samples = make_samples(self.cfg)
+        return self._samples
+
+    def __call__(self, g: int) -> Any:
+        plan = plan_batch(self.sampler, SEED, g)
+        data = self.samples
+        batch = self.collator([data[i] for i in plan.indices.tolist()], plan)
+        if not self.detach:
+            return batch
+        # The arrays leave with the element; the pool simply forgets them (no release).
+        return {name: getattr(batch, name) for name in FIELDS}
+
+
+# -- the systems ------------------------------------------------------------------------
+class System:
+    """A port: ``batches(stop)`` yields the batches of steps ``[0, stop)`` in order."""
+
+    name = ""
+    group = ""
+    note = ""
+    exact = True  # whether values (not only shapes) must equal aioloader's
+
+    def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
+        raise NotImplementedError
+
+    def measure(self, warm: int, count: int) -> float:
+        """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
+        seen = 0
+        started = 0.0
+        with self.batches(warm + count) as batches:
+            for batch in batches:
+                if seen == warm:
+                    started = time.perf_counter()
+                release(batch)
+                seen += 1
+            ended = time.perf_counter()
+        if seen != warm + count:
+            raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
+        return count / (ended - started)
+
+
+class Aioloader(System):
+    group = "aioloader"
+
+    def __init__(self, cfg: W1Config, samples: list[Any], workers: int, uvloop: bool) -> None:
+        from aioloader.testing import MemoryDataset
+
+        self.cfg, self.workers, self.uvloop = cfg, workers, uvloop
+        self.dataset = MemoryDataset(samples)
+        self.collator = ImageBatchCollator(cfg.multiple, augment=GainOffset())
+        loop = "uvloop" if uvloop else "asyncio"
+        self.name = f"aioloader workers={workers} {loop}"
+        self.note = f"DataLoader(workers={workers}, prefetch={cfg.prefetch}), async for, {loop}"
+
+    def _loader(self) -> Any:
+        from aioloader import DataLoader
+
+        return DataLoader(
+            self.dataset,
+            ShuffledSampler(self.cfg.images, self.cfg.batch),
+            self.collator,
+            seed=SEED,
+            workers=self.workers,
+            prefetch=self.cfg.prefetch,
+        )
+
+    def _run(self, consume: Callable[[], Any]) -> Any:
+        import anyio
+
+        return anyio.run(consume, backend="asyncio", backend_options={"use_uvloop": self.uvloop})
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        collected: list[Any] = []
+        loader = self._loader()
+
+        async def consume() -> None:
+            async with loader.stream(0, stop) as stream:
+                async for batch in stream:
+                    collected.append(batch)
+
+        self._run(consume)
+        yield iter(collected)
+
+    def measure(self, warm: int, count: int) -> float:
+        loader = self._loader()
+
+        async def consume() -> float:
+            seen, started = 0, 0.0
+            async with loader.stream(0, warm + count) as stream:
+                async for batch in stream:
+                    if seen == warm:
+                        started = time.perf_counter()
+                    batch.release()
+                    seen += 1
+                ended = time.perf_counter()
+            return count / (ended - started)
+
+        return float(self._run(consume))
+
+
+class TorchDataset:
+    """Map-style dataset keyed by ``(g, index)``: the batch sampler knows the step."""
+
+    def __init__(self, samples: list[Any]) -> None:
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[tuple[int, int], Any]:
+        return key, self.samples[key[1]]
+
+
+class TorchBatchSampler:
+    """Our sampler's indices, step by step, as torch batch-sampler index lists."""
+
+    def __init__(self, cfg: W1Config, stop: int) -> None:
+        self.sampler = ShuffledSampler(cfg.images, cfg.batch)
+        self.stop = stop
+
+    def __len__(self) -> int:
+        return self.stop
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        steps = self.sampler.steps_per_epoch
+        for g in range(self.stop):
+            epoch, step = divmod(g, steps)
+            yield [(g, i) for i in self.sampler.indices(SEED, epoch, step).tolist()]
+
+
+class TorchCollate:
+    """Our collator as ``collate_fn``; in a worker, the batch goes out as shared tensors."""
+
+    def __init__(self, cfg: W1Config, shared: bool) -> None:
+        self.cfg, self.shared = cfg, shared
+        self.collator = ImageBatchCollator(cfg.multiple, augment=GainOffset())
+
+    def __call__(self, items: list[tuple[tuple[int, int], Any]]) -> Any:
+        g = items[0][0][0]
+        epoch, step = divmod(g, self.cfg.steps_per_epoch)
+        indices = np.array([key[1] for key, _ in items], dtype=np.int64)
+        plan = BatchPlan(SEED, g, epoch, step, indices)
+        batch = self.collator([sample for _, sample in items], plan)
+        if not self.shared:
+            return batch
+        import torch
+
+        out = {}
+        with batch:
+            for name in FIELDS:
+                array = getattr(batch, name)
+                dtype = torch.float32 if array.dtype == np.float32 else torch.int32
+                storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(array.size)
+                tensor = torch.empty(0, dtype=dtype).new(storage).view(array.shape)
+                tensor.numpy()[...] = array
+                out[name] = tensor
+        return out
+
+
+class Torch(System):
+    group = "torch"
+
+    def __init__(self, cfg: W1Config, samples: list[Any], workers: int) -> None:
+        self.cfg, self.samples, self.workers = cfg, samples, workers
+        self.name = f"torch DataLoader num_workers={workers}"
+        how = "shared-memory tensors" if workers else "our ImageBatch"
+        self.note = (
+            f"torch.utils.data.DataLoader(num_workers={workers}"
+            + (", prefetch_factor=4" if workers else "")
+            + f"), our sampler order and collator as collate_fn, returns {how}"
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import torch.utils.data
+
+        loader = torch.utils.data.DataLoader(
+            TorchDataset(self.samples),  # type: ignore[arg-type]
+            batch_sampler=TorchBatchSampler(self.cfg, stop),
+            collate_fn=TorchCollate(self.cfg, shared=self.workers > 0),
+            num_workers=self.workers,
+            prefetch_factor=4 if self.workers else None,
+        )
+        iterator = iter(loader)
+        try:
+            yield iterator
+        finally:
+            del iterator
+
+
+class Spdl(System):
+    group = "spdl"
+
+    def __init__(self, cfg: W1Config, samples: list[Any], threads: int) -> None:
+        self.build = StepBuilder(cfg, samples)
+        self.threads = threads
+        self.name = f"SPDL pipeline {threads} thread{'s' if threads > 1 else ''}"
+        self.note = (
+            f"PipelineBuilder: source(steps) -> pipe(build_step, concurrency={threads}, "
+            f"output_order='input') -> sink(8), build(num_threads={threads})"
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        from spdl.pipeline import PipelineBuilder
+
+        pipeline = (
+            PipelineBuilder()
+            .add_source(range(stop))
+            .pipe(self.build, concurrency=self.threads, output_order="input")
+            .add_sink(8)
+            .build(num_threads=self.threads)
+        )
+        with pipeline.auto_stop():
+            yield pipeline.get_iterator()
+
+
+class Grain(System):
+    group = "grain"
+
+    def __init__(self, cfg: W1Config, samples: list[Any], processes: bool) -> None:
+        self.cfg, self.processes = cfg, processes
+        self.build = StepBuilder(cfg, samples, detach=processes)
+        if processes:
+            self.name = "Grain mp_prefetch 2 processes"
+            self.note = (
+                "MapDataset.source(steps).map(build_step).to_iter_dataset()"
+                ".mp_prefetch(MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))"
+            )
+        else:
+            self.name = "Grain 2 threads"
+            self.note = (
+                "MapDataset.source(steps).map(build_step)"
+                ".to_iter_dataset(ReadOptions(num_threads=2, prefetch_buffer_size=8))"
+            )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import grain
+
+        dataset = grain.MapDataset.source(range(stop)).map(self.build)
+        if self.processes:
+            iterable = dataset.to_iter_dataset(
+                grain.ReadOptions(num_threads=1, prefetch_buffer_size=2)
+            ).mp_prefetch(grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))
+        else:
+            iterable = dataset.to_iter_dataset(
+                grain.ReadOptions(num_threads=2, prefetch_buffer_size=self.cfg.prefetch)
+            )
+        iterator = iter(iterable)
+        try:
+            yield iterator
+        finally:
+            close = getattr(iterator, "close", None)
+            if callable(close):
+                close()
+            del iterator
+
+
+# -- the hand-written loop: its own SplitMix64 and Feistel, plain numpy ------------------
+_GOLDEN, _C1, _C2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_SALT, _ROUND, _M = 0xD1B54A32D192ED03, 0x632BE59BD9B4E019, (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    z = (x + _GOLDEN) & _M
+    z = ((z ^ (z >> 30)) * _C1) & _M
+    z = ((z ^ (z >> 27)) * _C2) & _M
+    return z ^ (z >> 31)
+
+
+def _mix_np(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    z = x + np.uint64(_GOLDEN)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(_C1)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(_C2)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def _prefix(seed: int, epoch: int, step: int) -> int:
+    h = _mix(seed ^ _SALT)
+    for value in (epoch, step):
+        h = _mix((h + value) & _M)
+    return h
+
+
+def _derive(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
+    h = _prefix(seed, epoch, step)
+    for value in (slot, stream):
+        h = _mix((h + value) & _M)
+    return h
+
+
+def _feistel(positions: np.ndarray[Any, Any], n: int, key: int) -> np.ndarray[Any, Any]:
+    half = ((n - 1).bit_length() + 1) // 2
+    shift, mask = np.uint64(half), np.uint64((1 << half) - 1)
+    keys = [np.uint64(key ^ ((r * _ROUND) & _M)) for r in range(4)]
+    x = positions.astype(np.uint64)
+    todo = np.arange(x.shape[0])
+    while todo.size:
+        left, right = x[todo] >> shift, x[todo] & mask
+        for k in keys:
+            left, right = right, left ^ (_mix_np(right ^ k) & mask)
+        x[todo] = (left << shift) | right
+        todo = todo[x[todo] >= np.uint64(n)]
+    return x
+
+
+class HandWritten(System):
+    group = "hand-written"
+    name = "hand-written numpy loop (1 thread)"
+    note = "plain numpy, own SplitMix64/Feistel, np.full + per-image multiply/add into the batch"
+
+    def __init__(self, cfg: W1Config, samples: list[Any]) -> None:
+        self.cfg = cfg
+        self.images = [s.image for s in samples]
+        self.targets = [np.asarray(s.target, np.int32) for s in samples]
+        self.labels = [s.label for s in samples]
+
+    def step(self, g: int) -> dict[str, np.ndarray[Any, Any]]:
+        cfg = self.cfg
+        b, n = cfg.batch, cfg.images
+        epoch, step = divmod(g, cfg.steps_per_epoch)
+        positions = np.arange(step * b, step * b + b, dtype=np.uint64)
+        order = _feistel(positions, n, _derive(SEED, epoch, 0, 0, 101)).tolist()
+        images = [self.images[i] for i in order]
+        widths = [im.shape[2] for im in images]
+        wp = -(-max(widths) // cfg.multiple) * cfg.multiple
+        c, h = images[0].shape[0], images[0].shape[1]
+        # gain and offset: two normals per slot from derive(seed, e, s, slot, 1)
+        prefix = np.uint64(_prefix(SEED, epoch, step))
+        lanes = _mix_np(np.arange(b, dtype=np.uint64) + prefix) + np.uint64(1)
+        states = _mix_np(lanes)
+        draws = np.arange(24, dtype=np.uint64) * np.uint64(_GOLDEN)
+        singles = (_mix_np(states[None, :] + draws[:, None]) >> np.uint64(40)).astype(np.float32)
+        singles *= np.float32(2.0**-24)
+        normals = []
+        for first in (0, 12):
+            acc = singles[first].copy()
+            for k in range(first + 1, first + 12):
+                acc += singles[k]
+            normals.append(acc - np.float32(6.0))
+        gains = (np.float32(1.0) + np.float32(0.1) * normals[0]).tolist()
+        offsets = (np.float32(0.1) * normals[1]).tolist()
+        out = np.full((b, c, h, wp), np.float32(0.0), dtype=np.float32)
+        for i, image in enumerate(images):
+            view = out[i, :, :, : widths[i]]
+            np.multiply(image, np.float32(gains[i]), out=view)
+            np.add(view, np.float32(offsets[i]), out=view)
+        targets = [self.targets[i] for i in order]
+        return {
+            "images": out,
+            "widths": np.array(widths, np.int32),
+            "targets": np.concatenate(targets).astype(np.int32, copy=False),
+            "target_lengths": np.array([t.shape[0] for t in targets], np.int32),
+            "labels": np.array([self.labels[i] for i in order], np.int32),
+            "indices": np.array(order, np.int32),
+        }
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield (self.step(g) for g in range(stop))
+
+
+class CopyFloor(System):
+    """One ``np.copyto`` per image into one preallocated batch: no pad, no augmentation."""
+
+    group = "floor"
+    name = "memory-copy floor: np.copyto per image"
+    note = "each sample's pixels copied into one preallocated [B, C, H, Wmax] batch"
+    exact = False
+
+    def __init__(self, cfg: W1Config, samples: list[Any]) -> None:
+        self.cfg = cfg
+        images = [s.image for s in samples]
+        sampler = ShuffledSampler(cfg.images, cfg.batch)
+        # The batches' images in order, for every step of two epochs: only copies are timed.
+        self.batches_of = [
+            [images[i] for i in plan_batch(sampler, SEED, g).indices.tolist()]
+            for g in range(2 * cfg.steps_per_epoch)
+        ]
+        c, h = images[0].shape[:2]
+        wide = -(-cfg.max_width // cfg.multiple) * cfg.multiple
+        self.out = np.zeros((cfg.batch, c, h, wide), np.float32)
+
+    def step(self, g: int) -> dict[str, np.ndarray[Any, Any]]:
+        out, widest = self.out, 0
+        for i, image in enumerate(self.batches_of[g % len(self.batches_of)]):
+            w = image.shape[2]
+            np.copyto(out[i, :, :, :w], image)
+            widest = max(widest, w)
+        wp = -(-widest // self.cfg.multiple) * self.cfg.multiple
+        return {"images": out[:, :, :, :wp]}
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield (self.step(g) for g in range(stop))
+
+
+class BandwidthFloor(System):
+    """One ``np.copyto`` of a contiguous block of the batch's size: memory bandwidth."""
+
+    group = "floor"
+    name = "memcpy reference: one np.copyto per batch"
+    note = "a [B, C, H, Wp] block copied at once from a 2x-dataset-sized source ring"
+    exact = False
+
+    def __init__(self, cfg: W1Config, samples: list[Any]) -> None:
+        sampler = ShuffledSampler(cfg.images, cfg.batch)
+        self.shapes = []
+        for g in range(cfg.steps_per_epoch):
+            plan = plan_batch(sampler, SEED, g)
+            widest = max(samples[i].image.shape[2] for i in plan.indices.tolist())
+            c, h = samples[0].image.shape[:2]
+            wp = -(-widest // cfg.multiple) * cfg.multiple
+            self.shapes.append((cfg.batch, c, h, wp))
+        total = sum(s.image.size for s in samples)
+        self.source = np.random.default_rng(1).random(2 * total, dtype=np.float32)
+        self.out = np.empty(max(math.prod(s) for s in self.shapes), np.float32)
+        self.offset = 0
+
+    def step(self, g: int) -> dict[str, np.ndarray[Any, Any]]:
+        shape = self.shapes[g % len(self.shapes)]
+        size = math.prod(shape)
+        if self.offset + size > self.source.size:
+            self.offset = 0
+        np.copyto(self.out[:size], self.source[self.offset : self.offset + size])
+        self.offset += size
+        return {"images": self.out[:size].reshape(shape)}
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield (self.step(g) for g in range(stop))
+
+
+# -- verification and cases -------------------------------------------------------------
+def verify(systems: list[System], cfg: W1Config, log: Callable[[str], None]) -> None:
+    """Same shapes everywhere; same values for every exact port. Raises on a mismatch."""
+    reference = systems[0]
+    with reference.batches(cfg.verify) as batches:
+        expected = []
+        for batch in batches:
+            expected.append(to_arrays(batch))
+            release(batch)
+    for system in systems[1:]:
+        with system.batches(cfg.verify) as batches:
+            got = []
+            for batch in batches:
+                got.append(
+                    to_arrays(batch)
+                    if system.exact
+                    else {"images": np.array(batch["images"], copy=True)}
+                )
+                release(batch)
+        if len(got) != len(expected):
+            raise AssertionError(f"{system.name}: {len(got)} batches, expected {len(expected)}")
+        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+            for name, array in mine.items():
+                if array.shape != theirs[name].shape:
+                    raise AssertionError(
+                        f"{system.name}: step {step} {name} shape {array.shape} "
+                        f"!= {theirs[name].shape}"
+                    )
+                if system.exact and (
+                    array.dtype != theirs[name].dtype or array.tobytes() != theirs[name].tobytes()
+                ):
+                    raise AssertionError(f"{system.name}: step {step} {name} differs")
+        kind = "bit-identical" if system.exact else "same shapes"
+        log(f"  W1 {system.name}: {len(got)} batches {kind}")
+
+
+def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> list[System]:
+    """Every W1 port that can be built here (a missing package is logged and skipped)."""
+    found: list[System] = [
+        Aioloader(cfg, samples, w, uv) for w in (0, 1, 2) for uv in (False, True)
+    ]
+    optional: list[tuple[str, Callable[[], list[System]]]] = [
+        ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 1, 2)]),
+        ("spdl", lambda: [Spdl(cfg, samples, t) for t in (1, 2)]),
+        ("grain", lambda: [Grain(cfg, samples, p) for p in (False, True)]),
+    ]
+    for module, build in optional:
+        try:
+            __import__(module)
+        except ImportError as error:
+            log(f"  W1: {module} is not installed ({error}); its rows are left out")
+            continue
+        found += build()
+    found += [HandWritten(cfg, samples), CopyFloor(cfg, samples), BandwidthFloor(cfg, samples)]
+    return found
+
+
+def cases(cfg: W1Config, log: Callable[[str], None]) -> list[Case]:
+    """Build, verify and wrap every W1 port as a ``Case`` (batches/s)."""
+    samples = make_samples(cfg)
+    found = systems(cfg, samples, log)
+    verify(found, cfg, log)
+    out = []
+    for system in found:
+        out.append(
+            Case(
+                workload="W1",
+                system=system.name,
+                metric="batches/s",
+                measure=_measure(system, cfg),
+                baseline=isinstance(system, HandWritten),
+                group=system.group,
+                note=system.note,
+            )
+        )
+    return out
+
+
+def _measure(system: System, cfg: W1Config) -> Callable[[], float]:
+    return lambda: system.measure(cfg.warm, cfg.count)

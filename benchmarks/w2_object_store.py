@@ -1,0 +1,123 @@
+"""W2: object storage (SeaweedFS ``weed mini`` on loopback), through ``bench_object_store``.
+
+2,048 objects of 64 KiB read in batches of 64 and decoded with ``np.frombuffer`` (every
+object's first bytes are checked), directly and through a relay that delays every request
+by 20 ms (a remote store). The rows and their meaning are those of
+``benchmarks/bench_object_store.py``; here each runs once per round, interleaved with the
+other workloads. The hand-written aiohttp client (SigV4 GETs, the same batch driver) is the
+baseline of each path. torch's DataLoader runs on the direct path only: through the relay
+its 2 spawned workers are bounded by 2 reads / 20 ms = 100 samples/s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from harness import Case
+
+
+@dataclasses.dataclass(frozen=True)
+class W2Config:
+    objects: int = 2048
+    inflight: tuple[int, ...] = (64, 256)
+    torch_workers: int | None = 2  # None: no torch row
+
+
+def available(log: Callable[[str], None]) -> bool:
+    """Whether the object-store benchmark can run here (weed binary, aiohttp, obstore)."""
+    try:
+        import aiohttp  # noqa: F401
+        import bench_object_store  # noqa: F401
+        import obstore  # noqa: F401
+
+        from aioloader.testing_s3 import find_weed
+
+        find_weed()
+    except Exception as error:  # any missing piece: W2 is left out, and said so
+        log(f"  W2 left out: {type(error).__name__}: {error}")
+        return False
+    return True
+
+
+def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
+    """Start the server and the relay (stopped by ``stack``), upload, build the rows."""
+    import anyio
+    import bench_object_store as bench
+
+    from aioloader.testing_s3 import SeaweedServer
+
+    server = stack.enter_context(SeaweedServer(bucket="bench"))
+    info = server.info
+    anyio.run(bench.upload, info, cfg.objects)
+    bench.bench_aiohttp(info, info.endpoint, 256, cfg.objects, 1)  # settle the server
+    proxy, proxy_endpoint = bench.start_proxy(info.endpoint)
+
+    def stop_proxy() -> None:
+        if proxy.stdin is not None:
+            proxy.stdin.close()
+        proxy.wait(10)
+
+    stack.callback(stop_proxy)
+    log(f"  W2: {cfg.objects} objects uploaded; relay at {proxy_endpoint}")
+    out: list[Case] = []
+    n = cfg.objects
+    for path, endpoint in (("direct", info.endpoint), ("+20 ms", proxy_endpoint)):
+        for inflight in cfg.inflight:
+            bound = (
+                {"latency bound": f"{inflight / bench.DELAY:,.0f}/s"} if path != "direct" else {}
+            )
+            theirs = f"{path}: hand-written aiohttp, {inflight} in flight"
+            out.append(
+                Case(
+                    workload="W2",
+                    system=f"{path}: aioloader ObjectStore, {inflight} in flight",
+                    metric="samples/s",
+                    measure=_reader(bench.bench_aioloader, info, endpoint, inflight, n, {}),
+                    group="aioloader",
+                    note="ObjectStore(max_concurrency=R).get_samples, uvloop",
+                    facts=bound,
+                    compare_to=theirs,
+                )
+            )
+            out.append(
+                Case(
+                    workload="W2",
+                    system=theirs,
+                    metric="samples/s",
+                    measure=_reader(bench.bench_aiohttp, info, endpoint, inflight, n),
+                    baseline=True,
+                    compare_to=theirs,
+                    group="hand-written",
+                    note="aiohttp ClientSession, SigV4 GETs, same batch driver",
+                    facts=bound,
+                )
+            )
+        if path == "direct" and cfg.torch_workers is not None:
+            workers = cfg.torch_workers
+            out.append(
+                Case(
+                    workload="W2",
+                    system=f"{path}: torch DataLoader, {workers} workers",
+                    metric="samples/s",
+                    measure=lambda e=endpoint, w=workers: bench.bench_torch(info, e, w, n, 1),
+                    group="torch",
+                    note="spawned workers, blocking obstore.get in __getitem__",
+                    compare_to=f"{path}: hand-written aiohttp, {cfg.inflight[0]} in flight",
+                )
+            )
+    return out
+
+
+def _reader(function: Callable[..., float], *args: Any) -> Callable[[], float]:
+    def measure() -> float:
+        # bench_aiohttp(info, endpoint, inflight, n, repeats); bench_aioloader adds options
+        if len(args) == 5:
+            info, endpoint, inflight, n, options = args
+            return function(info, endpoint, inflight, n, 1, options)
+        info, endpoint, inflight, n = args
+        return function(info, endpoint, inflight, n, 1)
+
+    return measure
