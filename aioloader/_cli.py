@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--context-length", type=_positive, help="packed row length (default: the longest)"
     )
     plan.add_argument("--pool-batches", type=_positive, default=100, help="bucketing pool size")
+    plan.add_argument(
+        "--plot", metavar="PNG", help="also write a bar chart of real tokens by strategy"
+    )
     tune = commands.add_parser(
         "tune",
         help="measure load time per batch and recommend workers and prefetch",
@@ -202,6 +205,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     lengths = read_lengths(args.lengths)
     context = args.context_length or max(lengths)
     print(f"{len(lengths):,} sequences, {sum(lengths):,} tokens, batch size {args.batch_size}")
+    reports = []
     print("| strategy | batches/epoch | rows | positions | real tokens |")
     print("|---|---:|---:|---:|---:|")
     for strategy in ("arrival", "bucketed", "packed"):
@@ -216,11 +220,39 @@ def _run_plan(args: argparse.Namespace) -> int:
         except ValueError as error:
             raise SystemExit(f"aioloader plan: {error}") from None
         name = f"packed ({context})" if strategy == "packed" else strategy
+        reports.append((name, report.efficiency))
         print(
             f"| {name} | {report.batches:,} | {report.rows:,} | {report.total_slots:,} "
             f"| {report.efficiency:.1%} |"
         )
+    if args.plot:
+        plot_efficiency(args.plot, reports, args.batch_size)
+        print(f"wrote {args.plot}")
     return 0
+
+
+def plot_efficiency(path: str, reports: list[tuple[str, float]], batch_size: int) -> None:
+    """A bar chart of the fraction of real tokens per strategy (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit(
+            "aioloader plan: --plot needs matplotlib (pip install 'aioloader[bench]')"
+        ) from None
+    figure, axes = plt.subplots(figsize=(5, 3))
+    names = [name for name, _ in reports]
+    values = [100 * value for _, value in reports]
+    bars = axes.bar(names, values, color=["#b0b0b0", "#6a9fd4", "#2e7d32"])
+    axes.bar_label(bars, labels=[f"{v:.1f}%" for v in values])
+    axes.set_ylim(0, 110)
+    axes.set_ylabel("real tokens / computed positions (%)")
+    axes.set_title(f"Padding efficiency, batch size {batch_size}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def _run_tune(args: argparse.Namespace) -> int:

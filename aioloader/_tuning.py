@@ -1,4 +1,4 @@
-"""How many workers? The idealised model of the background text, and a measured advisor.
+"""How many workers, and how noisy is a batch? The background text's models as helpers.
 
 Fixed costs, no start-up time: a worker produces one batch every ``load`` seconds; the
 trainer consumes one every ``step`` seconds; at most ``prefetch`` batches wait ahead.
@@ -7,6 +7,7 @@ trainer consumes one every ``step`` seconds; at most ``prefetch`` batches wait a
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -56,3 +57,22 @@ def recommend_workers(load: float, step: float) -> int:
     if load < 0:
         raise ValueError(f"load must be >= 0 seconds but got {load!r}")
     return max(1, math.ceil(load / step - 1e-12))
+
+
+def gradient_noise_variance(per_example: Sequence[float], batch_size: int) -> float:
+    """Variance of a mini-batch mean drawn without replacement: ``s2 / B * (N - B) / (N - 1)``.
+
+    ``s2`` is the population variance of the per-example values (gradients of one weight).
+
+    >>> round(gradient_noise_variance([0.9, -0.3, 1.6, 0.2, -1.1, 0.7, 2.0, 0.4], 2), 6)
+    0.371786
+    """
+    values = [float(v) for v in per_example]
+    count = len(values)
+    if count < 2:
+        raise ValueError(f"per_example must hold at least 2 values but got {count}")
+    if not 1 <= batch_size <= count:
+        raise ValueError(f"batch_size must be in [1, {count}] but got {batch_size}")
+    mean = sum(values) / count
+    variance = sum((v - mean) ** 2 for v in values) / count
+    return variance / batch_size * (count - batch_size) / (count - 1)

@@ -68,6 +68,9 @@ def test_plan_reproduces_the_background_example(
     out = run(capsys, "plan", str(lengths), "--batch-size", "4", "--context-length", "32")
     assert "| arrival | 3 | 12 | 304 | 56.9% |" in out
     assert "| packed (32) | 2 | 6 | 192 | 90.1% |" in out
+    png = tmp_path / "plan.png"
+    run(capsys, "plan", str(lengths), "--batch-size", "4", "--plot", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_tune_reproduces_the_workers_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+import statistics
+
 import pytest
 
-from aioloader._tuning import epoch_time, recommend_workers
+from aioloader._tuning import epoch_time, gradient_noise_variance, recommend_workers
 
 
 def test_background_example() -> None:
@@ -22,3 +25,24 @@ def test_bad_input() -> None:
         recommend_workers(0.04, 0)
     with pytest.raises(ValueError, match=r"^batches must be >= 1 but got 0$"):
         epoch_time(0.04, 0.01, 0, 1)
+
+
+GRADIENTS = [0.9, -0.3, 1.6, 0.2, -1.1, 0.7, 2.0, 0.4]
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 4, 8])
+def test_batch_noise_matches_every_possible_batch(batch_size: int) -> None:
+    assert statistics.fmean(GRADIENTS) == pytest.approx(0.55)
+    means = [statistics.fmean(c) for c in itertools.combinations(GRADIENTS, batch_size)]
+    assert statistics.fmean(means) == pytest.approx(0.55)  # unbiased
+    assert gradient_noise_variance(GRADIENTS, batch_size) == pytest.approx(
+        statistics.pvariance(means), abs=1e-12
+    )
+
+
+def test_batch_noise_values_and_bad_input() -> None:
+    expected = [0.8675, 0.3717857142857143, 0.12392857142857143, 0.0]
+    got = [gradient_noise_variance(GRADIENTS, b) for b in (1, 2, 4, 8)]
+    assert got == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match=r"^batch_size must be in \[1, 8\] but got 9$"):
+        gradient_noise_variance(GRADIENTS, 9)
