@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+# Short forms of the examples whose full run takes long (tests/test_train_digits.py has more).
+ARGUMENTS = {"train_digits.py": ["--epochs", "1", "--check-resume"]}
 
 
 def test_examples_exist() -> None:
@@ -22,13 +24,18 @@ def test_examples_exist() -> None:
         "sync_training.py",
         "tar_shards.py",
         "torch_trainer.py",
+        "train_digits.py",
     ]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_example_runs(example: Path) -> None:
     result = subprocess.run(
-        [sys.executable, str(example)], capture_output=True, text=True, timeout=180, check=False
+        [sys.executable, str(example), *ARGUMENTS.get(example.name, [])],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip()

@@ -1,4 +1,5 @@
-"""Interop with frameworks: rank resolution here; ``aioloader.interop.torch`` on import.
+"""Interop with frameworks: rank resolution here; ``aioloader.interop.torch`` and
+``aioloader.interop.jax`` when imported by name (each imports its framework).
 
 The framework modules import their framework, so they are never imported from here.
 """
