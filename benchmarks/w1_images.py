@@ -352,7 +352,10 @@ class Grain(System):
     @contextlib.contextmanager
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
         import grain
+        from absl import flags
 
+        if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; no main() parsed them
+            flags.FLAGS.mark_as_parsed()
         dataset = grain.MapDataset.source(range(stop)).map(self.build)
         if self.processes:
             iterable = dataset.to_iter_dataset(
