@@ -200,6 +200,7 @@ def _read_text(path: str) -> str:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
+    from ._progress import Progress
     from .core._packing import padding_report
 
     lengths = read_lengths(args.lengths)
@@ -208,6 +209,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     reports = []
     print("| strategy | batches/epoch | rows | positions | real tokens |")
     print("|---|---:|---:|---:|---:|")
+    bar = Progress(3, "strategies")
     for strategy in ("arrival", "bucketed", "packed"):
         try:
             report = padding_report(
@@ -219,6 +221,7 @@ def _run_plan(args: argparse.Namespace) -> int:
             )
         except ValueError as error:
             raise SystemExit(f"aioloader plan: {error}") from None
+        bar.advance()
         name = f"packed ({context})" if strategy == "packed" else strategy
         reports.append((name, report.efficiency))
         print(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from ._progress import Progress
 from .core._digest import digest_batch
 from .core._samplers import ShuffledSampler
 from .engine._loader import DataLoader
@@ -52,30 +52,6 @@ def make_demo_loader(
     )
 
 
-class _Progress:
-    """A one-line progress bar on a terminal; silent otherwise."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self._total = total
-        self._enabled = enabled and sys.stderr.isatty()
-        self._last = 0.0
-
-    def update(self, done: int, started: float) -> None:
-        now = time.perf_counter()
-        if not self._enabled or (now - self._last < 0.1 and done < self._total):
-            return
-        self._last = now
-        width = 30
-        filled = width * done // self._total
-        rate = done / (now - started) if now > started else 0.0
-        sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self._total} {rate:,.0f} batches/s"
-        )
-        if done == self._total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 async def run_demo(
     loader: DataLoader[Any, Any], start: int, steps: int, digest: bool, progress: bool
 ) -> DemoResult:
@@ -83,7 +59,7 @@ async def run_demo(
     import hashlib
 
     combined = hashlib.sha256()
-    bar = _Progress(steps, progress)
+    bar = Progress(steps, "batches") if progress else None
     done = 0
     started = time.perf_counter()
     async with loader.stream(start, start + steps) as batches:
@@ -92,7 +68,8 @@ async def run_demo(
                 if digest:
                     combined.update(digest_batch(batch).encode())
             done += 1
-            bar.update(done, started)
+            if bar is not None:
+                bar.advance()
     seconds = time.perf_counter() - started
     stats = loader.statistics()
     return DemoResult(steps, seconds, stats.consumer_wait_seconds, combined.hexdigest())

@@ -23,6 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from aioloader._progress import Progress
+
 PACKAGES = (
     "aioloader",
     "numpy",
@@ -85,10 +87,12 @@ def run_interleaved(
 ) -> float:
     """Run every case once per round (plus a warm-up round, dropped); returns seconds taken."""
     started = time.perf_counter()
+    bar = Progress((rounds + 1) * len(cases), "measurements")
     for round_index in range(rounds + 1):
         label = "warm-up" if round_index == 0 else f"round {round_index}/{rounds}"
         round_started = time.perf_counter()
         for case in cases:
+            bar.advance(1, label)
             if case.error is not None:
                 continue
             try:
