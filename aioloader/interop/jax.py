@@ -15,7 +15,6 @@ is asked.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,38 +23,16 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from ..core._check import as_int
+from ._walk import map_batch
 
 Leaf = Callable[[Any], Any]
 
 
 def _convert(obj: Any, leaf: Leaf) -> Any:
-    if isinstance(obj, (np.ndarray, np.generic, jax.Array)):
-        return leaf(obj)
-    if isinstance(obj, (str, bytes, bytearray)):
-        return obj
-    if hasattr(obj, "__digest_fields__"):  # a pooled batch: a dict is a pytree
-        return {name: _convert(value, leaf) for name, value in obj.__digest_fields__()}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        changes = {
-            field.name: _convert(getattr(obj, field.name), leaf)
-            for field in dataclasses.fields(obj)
-            if field.init
-        }
-        return dataclasses.replace(obj, **changes)
-    if isinstance(obj, dict):
-        items = [(key, _convert(value, leaf)) for key, value in obj.items()]
-        try:
-            return type(obj)(items)
-        except TypeError:  # a dict subclass with another constructor (defaultdict)
-            return dict(items)
-    if isinstance(obj, tuple):
-        values = [_convert(value, leaf) for value in obj]
-        if hasattr(obj, "_fields"):  # namedtuple
-            return type(obj)(*values)
-        return tuple(values)
-    if isinstance(obj, list):
-        return [_convert(value, leaf) for value in obj]
-    return obj
+    def convert_leaf(value: Any) -> Any | None:
+        return leaf(value) if isinstance(value, (np.ndarray, np.generic, jax.Array)) else None
+
+    return map_batch(obj, convert_leaf, dict)  # a pooled batch becomes a dict: a pytree
 
 
 def to_jax(batch: Any, device: jax.Device | Sharding | None = None) -> Any:

@@ -10,7 +10,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +19,7 @@ import torch
 import torch.utils.data
 
 from ..core._check import u64
+from ._walk import map_batch
 
 
 def _array_to_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
@@ -41,39 +41,17 @@ class TensorBatch(types.SimpleNamespace):
 
 
 def _convert(obj: Any, leaf: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return leaf(_array_to_tensor(obj))
-    if isinstance(obj, torch.Tensor):
-        return leaf(obj)
-    if isinstance(obj, np.generic):
-        return leaf(_array_to_tensor(np.array(obj)))
-    if isinstance(obj, (str, bytes, bytearray)):
-        return obj
-    if hasattr(obj, "__digest_fields__"):  # a pooled batch: its tensors keep its buffers alive
-        return TensorBatch(
-            **{name: _convert(value, leaf) for name, value in obj.__digest_fields__()}
-        )
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        changes = {
-            field.name: _convert(getattr(obj, field.name), leaf)
-            for field in dataclasses.fields(obj)
-            if field.init
-        }
-        return dataclasses.replace(obj, **changes)
-    if isinstance(obj, dict):
-        items = [(key, _convert(value, leaf)) for key, value in obj.items()]
-        try:
-            return type(obj)(items)
-        except TypeError:  # a dict subclass with another constructor (defaultdict)
-            return dict(items)
-    if isinstance(obj, tuple):
-        values = [_convert(value, leaf) for value in obj]
-        if hasattr(obj, "_fields"):  # namedtuple
-            return type(obj)(*values)
-        return tuple(values)
-    if isinstance(obj, list):
-        return [_convert(value, leaf) for value in obj]
-    return obj
+    def convert_leaf(value: Any) -> Any | None:
+        if isinstance(value, np.ndarray):
+            return leaf(_array_to_tensor(value))
+        if isinstance(value, torch.Tensor):
+            return leaf(value)
+        if isinstance(value, np.generic):
+            return leaf(_array_to_tensor(np.array(value)))
+        return None
+
+    # a pooled batch: its tensors share (and keep alive) its buffers
+    return map_batch(obj, convert_leaf, lambda fields: TensorBatch(**fields))
 
 
 def _same(tensor: torch.Tensor) -> torch.Tensor:
