@@ -33,6 +33,7 @@ from ._pool import BatchState as BatchState
 from ._pool import BufferPool as BufferPool
 from ._pool import PooledBatch as PooledBatch
 from ._pool import PoolStatistics as PoolStatistics
+from ._pool import StepBatch as StepBatch
 from ._rng import BatchRng as BatchRng
 from ._rng import SampleRng as SampleRng
 from ._rng import derive as derive
@@ -83,6 +84,7 @@ __all__ = (
     "Sampler",
     "SequentialSampler",
     "ShuffledSampler",
+    "StepBatch",
     "TreeBatch",
     "TreeCollator",
     "batch_normals",

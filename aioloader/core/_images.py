@@ -21,7 +21,7 @@ from ._image_ops import GainOffset as GainOffset
 from ._image_ops import gray8_to_planar as gray8_to_planar
 from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._plan import BatchPlan
-from ._pool import BatchField, BatchState, BufferPool, PooledBatch
+from ._pool import BatchField, BatchState, BufferPool, PooledBatch, StepBatch
 from ._rng import BatchRng, SampleRng
 
 F32 = np.dtype(np.float32)
@@ -80,7 +80,7 @@ class _ImageState(BatchState):
         self.step = 0
 
 
-class ImageBatch(PooledBatch[_ImageState]):
+class ImageBatch(StepBatch[_ImageState]):
     """A collated image batch; ``release()`` or ``with batch:`` returns its buffers.
 
     Fields: ``images`` float32 ``[B, C, H, Wp]``; ``widths``, ``targets`` (concatenated),
@@ -115,9 +115,6 @@ class ImageBatch(PooledBatch[_ImageState]):
     target_lengths = BatchField[I32Array]("int32 [B]: length of each sample's target.")
     labels = BatchField[I32Array]("int32 [B]: labels.")
     indices = BatchField[I32Array]("int32 [B]: dataset indices.")
-    global_step = BatchField[int]("The global step of the batch.")
-    epoch = BatchField[int]("Epoch of the batch.")
-    step = BatchField[int]("Step in the epoch.")
 
     def __len__(self) -> int:
         return int(self._live().images.shape[0])

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from ._check import lengths_1d, positive_int
 from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
-from ._pool import BatchField, BatchState, BufferPool, PooledBatch
+from ._pool import BatchField, BatchState, BufferPool, StepBatch
 from ._rng import _derive_unchecked
 from ._samplers import IndexArray, _check_position
 from ._sequences import _EMPTY, Int64Array, _as_arrays
@@ -183,7 +183,7 @@ class _PackedState(BatchState):
         self.global_step = self.epoch = self.step = 0
 
 
-class PackedBatch(PooledBatch[_PackedState]):
+class PackedBatch(StepBatch[_PackedState]):
     """Packed rows of one step. Release as ``ImageBatch``."""
 
     __slots__ = ()
@@ -198,9 +198,6 @@ class PackedBatch(PooledBatch[_PackedState]):
     )
     indices = BatchField[IndexArray]("int64: dataset index of every piece (slot).")
     causal_mask = BatchField["npt.NDArray[np.bool_] | None"]("bool [rows, context, context].")
-    global_step = BatchField[int]("The global step of the batch.")
-    epoch = BatchField[int]("Epoch of the batch.")
-    step = BatchField[int]("Step in the epoch.")
 
     def __digest_fields__(self) -> list[tuple[str, Any]]:
         """Fields in a fixed order, for ``digest_batch``."""

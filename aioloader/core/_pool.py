@@ -317,4 +317,22 @@ class BatchField(Generic[_V]):
         return getattr(obj._live(), self._name)
 
 
-__all__ = ["BatchField", "BatchState", "BufferPool", "PoolStatistics", "PooledBatch", "size_class"]
+class StepBatch(PooledBatch[StateT]):
+    """A pooled batch that knows where it sits in the stream (every collator's batches)."""
+
+    __slots__ = ()
+
+    global_step = BatchField[int]("The global step of the batch.")
+    epoch = BatchField[int]("Epoch of the batch.")
+    step = BatchField[int]("Step in the epoch.")
+
+
+__all__ = [
+    "BatchField",
+    "BatchState",
+    "BufferPool",
+    "PoolStatistics",
+    "PooledBatch",
+    "StepBatch",
+    "size_class",
+]

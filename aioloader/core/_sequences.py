@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._pool import BatchField, BatchState, BufferPool, PooledBatch
+from ._pool import BatchField, BatchState, BufferPool, StepBatch
 from ._samplers import IndexArray
 
 Int64Array = npt.NDArray[np.int64]
@@ -99,7 +99,7 @@ class _PaddedState(BatchState):
         self.global_step = self.epoch = self.step = 0
 
 
-class PaddedBatch(PooledBatch[_PaddedState]):
+class PaddedBatch(StepBatch[_PaddedState]):
     """Padded sequences: ``tokens [B, L, ...]``, ``lengths`` int64, ``attention_mask`` bool.
 
     ``attention_mask[i, t]`` is True on real tokens. Release as ``ImageBatch``.
@@ -111,9 +111,6 @@ class PaddedBatch(PooledBatch[_PaddedState]):
     lengths = BatchField[Int64Array]("int64 [B]: real lengths.")
     attention_mask = BatchField[npt.NDArray[np.bool_]]("bool [B, L]: True on real tokens.")
     indices = BatchField[IndexArray]("int64 [B]: dataset indices.")
-    global_step = BatchField[int]("The global step of the batch.")
-    epoch = BatchField[int]("Epoch of the batch.")
-    step = BatchField[int]("Step in the epoch.")
 
     def __digest_fields__(self) -> list[tuple[str, Any]]:
         """Fields in a fixed order, for ``digest_batch``."""
