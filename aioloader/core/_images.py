@@ -119,20 +119,17 @@ class ImageBatch(StepBatch[_ImageState]):
     def __len__(self) -> int:
         return int(self._live().images.shape[0])
 
-    def __digest_fields__(self) -> list[tuple[str, Any]]:
-        """Fields in a fixed order, for ``digest_batch``."""
-        s = self._live()
-        return [
-            ("images", s.images),
-            ("widths", s.widths),
-            ("targets", s.targets),
-            ("target_lengths", s.target_lengths),
-            ("labels", s.labels),
-            ("indices", s.indices),
-            ("global_step", s.global_step),
-            ("epoch", s.epoch),
-            ("step", s.step),
-        ]
+    DIGEST_FIELDS = (
+        "images",
+        "widths",
+        "targets",
+        "target_lengths",
+        "labels",
+        "indices",
+        "global_step",
+        "epoch",
+        "step",
+    )
 
     def __repr__(self) -> str:
         state = self._state

@@ -199,16 +199,13 @@ class PackedBatch(StepBatch[_PackedState]):
     indices = BatchField[IndexArray]("int64: dataset index of every piece (slot).")
     causal_mask = BatchField["npt.NDArray[np.bool_] | None"]("bool [rows, context, context].")
 
-    def __digest_fields__(self) -> list[tuple[str, Any]]:
-        """Fields in a fixed order, for ``digest_batch``."""
-        s = self._live()
-        return [
-            ("tokens", s.tokens),
-            ("position_ids", s.position_ids),
-            ("segment_ids", s.segment_ids),
-            ("indices", s.indices),
-            ("global_step", s.global_step),
-        ]
+    DIGEST_FIELDS = (
+        "tokens",
+        "position_ids",
+        "segment_ids",
+        "indices",
+        "global_step",
+    )
 
 
 class PackCollator:

@@ -326,6 +326,14 @@ class StepBatch(PooledBatch[StateT]):
     epoch = BatchField[int]("Epoch of the batch.")
     step = BatchField[int]("Step in the epoch.")
 
+    DIGEST_FIELDS: tuple[str, ...] = ("global_step",)
+    """The fields ``digest_batch`` and the interop modules read, in this order."""
+
+    def __digest_fields__(self) -> list[tuple[str, Any]]:
+        """``(name, value)`` of every field in ``DIGEST_FIELDS``, for ``digest_batch``."""
+        state = self._live()
+        return [(name, getattr(state, name)) for name in self.DIGEST_FIELDS]
+
 
 __all__ = [
     "BatchField",

@@ -112,16 +112,13 @@ class PaddedBatch(StepBatch[_PaddedState]):
     attention_mask = BatchField[npt.NDArray[np.bool_]]("bool [B, L]: True on real tokens.")
     indices = BatchField[IndexArray]("int64 [B]: dataset indices.")
 
-    def __digest_fields__(self) -> list[tuple[str, Any]]:
-        """Fields in a fixed order, for ``digest_batch``."""
-        s = self._live()
-        return [
-            ("tokens", s.tokens),
-            ("lengths", s.lengths),
-            ("attention_mask", s.attention_mask),
-            ("indices", s.indices),
-            ("global_step", s.global_step),
-        ]
+    DIGEST_FIELDS = (
+        "tokens",
+        "lengths",
+        "attention_mask",
+        "indices",
+        "global_step",
+    )
 
 
 class PadCollator:
