@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, NamedTuple, cast
 from urllib.parse import quote, urlsplit
 
@@ -41,7 +42,12 @@ import numpy as np
 import obstore
 
 from aioloader.sources._object_store import ObjectStore, RetryPolicy
-from aioloader.testing_s3 import S3Info, SeaweedServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # the S3 server and proxy live in tests._support
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests._support.s3 import S3Info, SeaweedServer  # noqa: E402
 
 OBJECT_SIZE = 64 * 1024
 BATCH = 64
@@ -300,13 +306,14 @@ def start_proxy(upstream: str) -> tuple[subprocess.Popen[str], str]:
         [
             sys.executable,
             "-m",
-            "aioloader.testing_proxy",
+            "tests._support.proxy",
             upstream,
             "--delay",
             str(DELAY),
             "--uvloop",
             "--relay",
         ],
+        cwd=REPO_ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for the S3 server
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 import harness  # noqa: E402
 

@@ -33,7 +33,7 @@ def available(log: Callable[[str], None]) -> bool:
         import bench_object_store  # noqa: F401
         import obstore  # noqa: F401
 
-        from aioloader.testing_s3 import find_weed
+        from tests._support.s3 import find_weed
 
         find_weed()
     except Exception as error:  # any missing piece: W2 is left out, and said so
@@ -47,7 +47,7 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
     import anyio
     import bench_object_store as bench
 
-    from aioloader.testing_s3 import SeaweedServer
+    from tests._support.s3 import SeaweedServer
 
     server = stack.enter_context(SeaweedServer(bucket="bench"))
     info = server.info

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,21 +11,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from aioloader.testing_s3 import S3Info
+    from tests._support.s3 import S3Info
 
 
-def _shared_dir() -> Path:
-    """The project's shared folder: $AIOLOADER_SHARED_DIR, else ../shared beside the repo."""
-    override = os.environ.get("AIOLOADER_SHARED_DIR")
-    candidates = [Path(override)] if override else []
-    candidates += [Path(__file__).resolve().parents[2] / "shared", Path("/work/shared")]
-    for candidate in candidates:
-        if (candidate / "vectors").is_dir():
-            return candidate
-    return candidates[0]
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # tests._support is importable from any working directory
+    sys.path.insert(0, str(REPO_ROOT))
 
+VECTORS = Path(__file__).resolve().parent / "data" / "public_vectors.json"
 
-SHARED = _shared_dir()
 
 ASYNC_BACKENDS = [
     pytest.param(("asyncio", {"use_uvloop": False}), id="asyncio"),
@@ -43,10 +37,9 @@ def anyio_backend(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture(scope="session")
 def public_vectors() -> dict[str, Any]:
     """The reference vectors of the independent implementation (must exist)."""
-    path = SHARED / "vectors" / "public.json"
-    if not path.is_file():
-        pytest.fail(f"reference vectors missing: {path} (they live in the shared folder)")
-    data: dict[str, Any] = json.loads(path.read_text())
+    if not VECTORS.is_file():
+        pytest.fail(f"reference vectors missing: {VECTORS}")
+    data: dict[str, Any] = json.loads(VECTORS.read_text())
     return data
 
 
@@ -56,7 +49,7 @@ def s3_server() -> Iterator[S3Info]:
 
     Started by the first test that asks for it (source and reliability tests), never before.
     """
-    from aioloader.testing_s3 import SeaweedServer
+    from tests._support.s3 import SeaweedServer
 
     with SeaweedServer(bucket="aioloader-test") as server:
         yield server.info

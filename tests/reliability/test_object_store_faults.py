@@ -24,8 +24,8 @@ from aioloader.engine import DataLoader
 from aioloader.sources._decode import decode_npy
 from aioloader.sources._object_store import ObjectStore, RetryPolicy
 from aioloader.testing import MemoryDataset, StackCollator
-from aioloader.testing_proxy import SCHEDULED_FAULTS, LoopbackProxy, scheduled_fault
-from aioloader.testing_s3 import S3Info
+from tests._support.proxy import SCHEDULED_FAULTS, LoopbackProxy, scheduled_fault
+from tests._support.s3 import S3Info
 
 pytestmark = pytest.mark.anyio
 

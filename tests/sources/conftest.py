@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from aioloader.testing_proxy import LoopbackProxy
-from aioloader.testing_s3 import S3Info
+from tests._support.proxy import LoopbackProxy
+from tests._support.s3 import S3Info
 
 # s3_server (session scope, started by the first test that asks) lives in tests/conftest.py.
 

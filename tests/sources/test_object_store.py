@@ -15,9 +15,9 @@ from aioloader import ObjectNotFoundError, SourceError
 from aioloader._protocols import BatchedDataset
 from aioloader.sources._decode import decode_npy
 from aioloader.sources._object_store import ObjectStore, ObjectStoreStatistics, RetryPolicy
-from aioloader.testing_proxy import LoopbackProxy
-from aioloader.testing_relay import LatencyRelay
-from aioloader.testing_s3 import S3Info
+from tests._support.proxy import LoopbackProxy
+from tests._support.relay import LatencyRelay
+from tests._support.s3 import S3Info
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from aioloader import MalformedShardError, ObjectNotFoundError
 from aioloader._protocols import BatchedDataset
 from aioloader.sources._tar import TarShards
 from aioloader.sources._tar_index import _number, split_name
-from aioloader.testing_s3 import S3Info
+from tests._support.s3 import S3Info
 
 Members = list[tuple[str, bytes]]
 FORMATS = [

@@ -21,8 +21,8 @@ but relays only the first half of the response body (its head still announces th
 ``Content-Length``), then closes the connection; a response without a body is cut before its
 head.
 
-``testing_relay.LatencyRelay`` only delays bytes at the TCP level (no parsing, no faults):
-much cheaper, for benchmarks. Run as a program, ``python -m aioloader.testing_proxy UPSTREAM
+``relay.LatencyRelay`` only delays bytes at the TCP level (no parsing, no faults):
+much cheaper, for benchmarks. Run as a program, ``python -m tests._support.proxy UPSTREAM
 --delay 0.02 [--relay] [--uvloop]`` prints its endpoint on one line and serves until stdin
 closes.
 """
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     kind = LoopbackProxy
     if args.relay:
-        from .testing_relay import LatencyRelay
+        from .relay import LatencyRelay
 
         kind = LatencyRelay
     with kind(args.upstream, delay=args.delay, use_uvloop=args.uvloop) as proxy:

@@ -2,7 +2,7 @@
 
 With HTTP/1.1 keep-alive each request reaches the server as one chunk, so each request gets
 ``delay`` seconds of extra latency. Nothing is parsed, which makes it far cheaper than
-``testing_proxy.LoopbackProxy``, whose thread and lifecycle it shares; it cannot inject faults.
+``proxy.LoopbackProxy``, whose thread and lifecycle it shares; it cannot inject faults.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import collections
 import threading
 from typing import Any, cast
 
-from .testing_proxy import LoopbackProxy
+from .proxy import LoopbackProxy
 
 __all__ = ("LatencyRelay",)
 

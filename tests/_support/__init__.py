@@ -1,0 +1,1 @@
+"""Test-only infrastructure: a SeaweedFS server, a fault-injecting proxy, a latency relay."""
