@@ -18,12 +18,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any, Protocol
 
 import anyio
+import anyio.abc
 import numpy as np
 
 from .._compat import BaseExceptionGroup, add_note
 from ..core._plan import BatchPlan
 
-BatchReader = Callable[[BatchPlan], Awaitable[list[Any]]]
+BatchReader = Callable[[BatchPlan, anyio.abc.TaskGroup], Awaitable[list[Any]]]
 
 
 class ChunkRunner(Protocol):
@@ -155,7 +156,7 @@ def _check_count(plan: BatchPlan, samples: Sequence[Any]) -> list[Any]:
 
 
 def _batched_reader(dataset: Any, bound: ReadBound) -> BatchReader:
-    async def read(plan: BatchPlan) -> list[Any]:
+    async def read(plan: BatchPlan, group: anyio.abc.TaskGroup) -> list[Any]:
         await bound.acquire(plan.size)
         try:
             samples = await dataset.get_samples(plan.indices.tolist())
@@ -196,36 +197,50 @@ def _resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any,
 
 
 class _BatchRead:
-    """The shared state of one batch's concurrent reads: next slot, results, errors."""
+    """The shared state of one batch's reads: next slot, results, errors, runners."""
 
-    __slots__ = ("errors", "group", "indices", "next_slot", "plan", "samples")
+    __slots__ = (
+        "done",
+        "errors",
+        "group",
+        "indices",
+        "next_slot",
+        "plan",
+        "runners",
+        "samples",
+        "waiting",
+    )
 
-    def __init__(self, plan: BatchPlan, indices: list[int], samples: list[Any]) -> None:
+    def __init__(self, plan: BatchPlan, group: anyio.abc.TaskGroup) -> None:
         self.plan = plan
-        self.indices = indices
-        self.samples = samples
+        self.group = group
+        self.indices: list[int] = plan.indices.tolist()
+        self.samples: list[Any] = [None] * len(self.indices)
         self.next_slot = 0
+        self.runners = 1
+        self.waiting = 0
         self.errors: dict[int, BaseException] = {}
-        self.group: Any = None
+        self.done: anyio.Event | None = None
 
 
 def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
     get_sample = dataset.get_sample
 
-    async def runner(batch: _BatchRead) -> None:
+    async def run_slots(batch: _BatchRead) -> None:
         """Read the next free slots one after the other, in this task, until none is left.
 
         A read that completes without waiting costs a coroutine and nothing else. When a
-        read waits, a new runner is started to go on with the next slots meanwhile, so the
-        number of tasks follows the number of reads in flight.
+        read waits while every other runner of the batch waits too, a new runner starts to
+        go on with the next slots meanwhile: with slow reads (network) the runners soon
+        number the reads in flight; with reads that wait briefly, a few suffice.
         """
         indices = batch.indices
         samples = batch.samples
         count = len(indices)
-        while batch.next_slot < count:
+        while batch.next_slot < count and not batch.errors:
             if not bound.try_acquire():
                 await bound.acquire()
-                if batch.next_slot >= count:
+                if batch.next_slot >= count or batch.errors:
                     bound.release()
                     return
             slot = batch.next_slot
@@ -237,42 +252,46 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
                 except StopIteration as done:
                     samples[slot] = done.value
                     continue
-                if batch.next_slot < count:
-                    batch.group.start_soon(runner, batch)
-                samples[slot] = await _resume(coro, yielded)
+                batch.waiting += 1
+                if batch.waiting == batch.runners and batch.next_slot < count:
+                    batch.runners += 1
+                    batch.group.start_soon(spawned_runner, batch)
+                try:
+                    samples[slot] = await _resume(coro, yielded)
+                finally:
+                    batch.waiting -= 1
             except Exception as error:
                 add_slot_note(error, batch.plan, slot)
                 batch.errors[slot] = error
-                raise
+                return
             finally:
                 bound.release()
 
-    async def read(plan: BatchPlan) -> list[Any]:
-        indices = plan.indices.tolist()
-        batch = _BatchRead(plan, indices, [None] * len(indices))
+    async def spawned_runner(batch: _BatchRead) -> None:
         try:
-            # The group exists before any read starts, so a read that waits stays inside
-            # the same cancel scopes from start to end (trio checks it).
-            async with anyio.create_task_group() as group:
-                batch.group = group
-                await runner(batch)
-        except BaseExceptionGroup as group_error:
-            raise _first_error(batch, group_error) from None
+            await run_slots(batch)
+        finally:
+            batch.runners -= 1
+            if batch.runners == 0 and batch.done is not None:
+                batch.done.set()
+
+    async def read(plan: BatchPlan, group: anyio.abc.TaskGroup) -> list[Any]:
+        """Read ``plan``'s samples; runners that a waiting read starts go into ``group``.
+
+        ``group`` is the builder's own long-lived task group, entered before any read
+        starts, so a read that waits stays inside the same cancel scopes from start to end.
+        """
+        batch = _BatchRead(plan, group)
+        await run_slots(batch)
+        batch.runners -= 1
+        if batch.runners:
+            batch.done = anyio.Event()
+            await batch.done.wait()
+        if batch.errors:
+            raise batch.errors[min(batch.errors)]
         return batch.samples
 
     return read
-
-
-def _first_error(
-    batch: _BatchRead, group_error: BaseExceptionGroup[BaseException]
-) -> BaseException:
-    """The failed read of the lowest slot, so errors keep their type and are deterministic."""
-    if batch.errors:
-        return batch.errors[min(batch.errors)]
-    error: BaseException = group_error
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return error
 
 
 # -- sync get_sample / __getitem__ --------------------------------------------------------------
@@ -297,7 +316,7 @@ def _read_chunk(getter: Callable[[int], Any], plan: BatchPlan, first: int, last:
 
 
 def _inline_reader(getter: Callable[[int], Any], bound: ReadBound) -> BatchReader:
-    async def read(plan: BatchPlan) -> list[Any]:
+    async def read(plan: BatchPlan, group: anyio.abc.TaskGroup) -> list[Any]:
         bound.total += plan.size
         return _read_chunk(getter, plan, 0, plan.size)
 
@@ -309,7 +328,7 @@ def _thread_reader(
 ) -> BatchReader:
     limiter = anyio.CapacityLimiter(bound.limit)
 
-    async def read(plan: BatchPlan) -> list[Any]:
+    async def read(plan: BatchPlan, group: anyio.abc.TaskGroup) -> list[Any]:
         size = plan.size
         await bound.acquire(size)
         try:

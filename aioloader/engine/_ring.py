@@ -61,11 +61,19 @@ class PrefetchRing(Generic[T]):
         self._ready = 0
         self._closed = False
         self._failure: BaseException | None = None
-        self._changed = anyio.Event()
+        self._changed: anyio.Event | None = None
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        changed = self._changed
+        if changed is not None:  # an event exists only while somebody waits for a change
+            self._changed = None
+            changed.set()
+
+    async def _wait_for_change(self) -> None:
+        changed = self._changed
+        if changed is None:
+            changed = self._changed = anyio.Event()
+        await changed.wait()
 
     @property
     def next_to_take(self) -> int:
@@ -106,7 +114,7 @@ class PrefetchRing(Generic[T]):
             try:
                 return self.claim_nowait()
             except WouldBlock:
-                await self._changed.wait()
+                await self._wait_for_change()
 
     def fill_nowait(self, step: int, value: T | None, error: BaseException | None = None) -> None:
         """Store the batch (or the error) of a claimed step."""
@@ -160,7 +168,7 @@ class PrefetchRing(Generic[T]):
             try:
                 return self.take_nowait()
             except WouldBlock:
-                await self._changed.wait()
+                await self._wait_for_change()
 
     def fail_nowait(self, error: BaseException) -> None:
         """Make the consumer's next take raise ``error`` (the engine itself failed)."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import anyio
+import anyio.abc
 import sniffio
 
 from .._compat import add_note
@@ -153,13 +154,18 @@ class StreamWork(Generic[BatchT]):
 
     # -- building ---------------------------------------------------------------------------
     async def _builder(self) -> None:
+        # The group outlives every step: reads that wait start their runners in it.
+        async with anyio.create_task_group() as group:
+            await self._build_steps(group)
+
+    async def _build_steps(self, group: anyio.abc.TaskGroup) -> None:
         ring = self.ring
         while True:
             step = await ring.claim()
             if step is None:
                 return
             try:
-                batch = await self._build_step(step)
+                batch = await self._build_step(step, group)
             except anyio.get_cancelled_exc_class():
                 ring.abandon_nowait()
                 raise
@@ -169,13 +175,13 @@ class StreamWork(Generic[BatchT]):
             else:
                 ring.fill_nowait(step, batch)
 
-    async def _build_step(self, step: int) -> BatchT:
+    async def _build_step(self, step: int, group: anyio.abc.TaskGroup) -> BatchT:
         loader = self.loader
         stats = loader._stats
         plan = await self._plan(step)
         read_started = time.perf_counter()
         assert self._read is not None
-        samples = await self._read(plan)
+        samples = await self._read(plan, group)
         build_started = time.perf_counter()
         stats.read_seconds += build_started - read_started
         threads = self._threads

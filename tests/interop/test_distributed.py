@@ -166,7 +166,14 @@ def _check_global_batches(results: list[dict[str, Any]], first_step: int, count:
         assert result["data_ok"] is True
         # Every rank stops at the same step.
         assert result["summaries"] == [[count, first_step + count]] * world_size
-        assert result["state"] == {"version": 1, "seed": SEED, "next_step": first_step + count}
+        state = result["state"]
+        assert (state["version"], state["seed"], state["next_step"]) == (
+            2,
+            SEED,
+            first_step + count,
+        )
+        # Global-batch sharding: the fingerprint names the global sampler, not the rank.
+        assert state["stream"] == f"{_global_sampler()!r} over a dataset of 100 items"
     # all_gather gives every rank the same view of every step.
     assert all(result["gathered"] == results[0]["gathered"] for result in results)
     for position, (g, parts) in enumerate(zip(expected_steps, results[0]["gathered"], strict=True)):
@@ -194,7 +201,8 @@ def test_elastic_resume_from_four_ranks_on_two(tmp_path: Path) -> None:
     first = _launch(tmp_path, "before", 4, epochs=1, stop_at=k)
     _check_global_batches(first, 0, k)
     states = [result["state"] for result in first]
-    assert states == [{"version": 1, "seed": SEED, "next_step": k}] * 4
+    assert [(s["version"], s["seed"], s["next_step"]) for s in states] == [(2, SEED, k)] * 4
+    assert len({s["fingerprint"] for s in states}) == 1
     # Resume on 2 ranks: the rest of epoch 0, then epoch 1.
     second = _launch(tmp_path, "after", 2, epochs=2, state=states[0])
     _check_global_batches(second, k, 2 * STEPS - k)
