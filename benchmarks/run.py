@@ -37,10 +37,12 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
 
 import harness  # noqa: E402
 
-WORKLOADS = ("W1", "W2", "W3", "W4")
+WORKLOADS = ("W1", "W1U", "W2", "W3", "W4")
 TITLES = {
     "W1": "spec line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
+    "W1U": "the user's own code: W1's images, the user's transform and collate function in "
+    "plain numpy, every loader running them (batch 128)",
     "W2": "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64",
     "W3": "100,000 token sequences, log-normal lengths (median 200, cap 2,048)",
     "W4": "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)",
@@ -51,6 +53,11 @@ NOTES = {
         "epoch boundary before timing); the floors give the same image shapes. The consumer "
         "releases each batch and does nothing else. Batches/s over 256 batches after 16 "
         "untimed ones (startup, prefetch fill) per round.",
+    ],
+    "W1U": [
+        "Every row runs the same user functions on the same order and gives the plain loop's "
+        "batches bit for bit (checked on 20 steps across an epoch boundary before timing). "
+        "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop.",
     ],
     "W2": [
         "Ratios: each aioloader row against the hand-written aiohttp row of the same path and "
@@ -115,6 +122,16 @@ def build_cases(
         cases += w1_images.cases(cfg, log)
         if quick:
             notes["W1"] = [f"Quick run: {cfg}."]
+    if "W1U" in workloads:
+        import w1u_user_code
+
+        cfg1u = (
+            w1u_user_code.W1uConfig(images=512, batch=32, warm=2, count=8, verify=9)
+            if quick
+            else w1u_user_code.W1uConfig()
+        )
+        log("W1u: building and checking every port")
+        cases += w1u_user_code.cases(cfg1u, log)
     if "W2" in workloads:
         import w2_object_store
 
@@ -206,6 +223,17 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
         zero = _best(cases, "W1", "aioloader", "aioloader workers=0")
         hand = harness.baseline_of(cases, "W1")
         out.append(_target("W1: aioloader workers=0 >= 1.0x hand-written loop", zero, hand, 1.0))
+    w1u = [c for c in cases if c.workload == "W1U"]
+    if w1u:
+        plain = harness.baseline_of(cases, "W1U")
+        async0 = next((c for c in w1u if c.system == "aioloader async get_sample, workers=0"), None)
+        torch0 = next((c for c in w1u if c.system == "torch DataLoader num_workers=0"), None)
+        sync_best = _best(w1u, "W1U", "aioloader", "aioloader sync")
+        out.append(_target("W1u: async dataset workers=0 >= 0.95x plain loop", async0, plain, 0.95))
+        out.append(
+            _target("W1u: async dataset workers=0 >= 1.0x torch 0 workers", async0, torch0, 1)
+        )
+        out.append(_target("W1u: sync dataset best >= 0.95x plain loop", sync_best, plain, 0.95))
     for label, word, bound in (("packing", "packing", 0.98), ("bucketing", "bucketing", 0.90)):
         case = next((c for c in cases if c.workload == "W3" and word in c.system), None)
         if case is not None:

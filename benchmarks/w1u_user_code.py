@@ -1,0 +1,378 @@
+"""W1u: the user's own code through every loader: what the engine costs around it.
+
+W1's data (2,048 in-memory line images ``[1, 32, W]``, W in 64..256, batch 128, shuffled),
+but every per-sample and per-batch function is the user's, written in plain numpy:
+
+- ``transform(x) = x * 1.5 + 0.25`` (a new array: the copy a real transform makes);
+- ``collate(samples)`` pads to ``[128, 1, 32, Wp]`` (``Wp``: the widest image rounded up to a
+  multiple of 4) with one slice assignment per image.
+
+Every row runs exactly these two functions on the same global order (the
+``ShuffledSampler`` order of the seed) and gives bit-identical batches, checked before
+timing:
+
+- plain loop: ``for step: collate([transform(data[i]) for i in order[...]])``, the epoch's
+  order computed once per epoch (the baseline);
+- aioloader, an async dataset (``async def get_sample(i)`` returning at once) and a sync
+  one (a plain list: in memory, read inline), workers 0, 1 and 2, on uvloop;
+- torch ``DataLoader`` (map-style dataset applying the transform, a batch sampler of the same
+  order, ``collate_fn=collate``), ``num_workers`` 0, 1, 2;
+- SPDL and Grain mapping the same per-step function, one thread / synchronous.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import anyio
+import numpy as np
+from harness import Case
+
+from aioloader import DataLoader, ShuffledSampler
+from aioloader.core import BatchPlan, keyed_permutation_array, plan_batch
+from aioloader.testing import line_images
+
+SEED = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class W1uConfig:
+    images: int = 2048
+    batch: int = 128
+    prefetch: int = 8
+    warm: int = 16
+    count: int = 256
+    verify: int = 20  # crosses an epoch boundary (16 steps per epoch)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.images // self.batch
+
+
+# -- the user's own code ------------------------------------------------------------------
+def transform(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The user's per-sample work."""
+    return x * np.float32(1.5) + np.float32(0.25)
+
+
+def collate(samples: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+    """The user's collate function: pad to a multiple of 4 and stack."""
+    width = max(sample.shape[-1] for sample in samples)
+    width += -width % 4
+    channels, height = samples[0].shape[0], samples[0].shape[1]
+    out = np.zeros((len(samples), channels, height, width), dtype=np.float32)
+    for row, sample in enumerate(samples):
+        out[row, :, :, : sample.shape[-1]] = sample
+    return out
+
+
+def collate_with_plan(samples: Sequence[np.ndarray[Any, Any]], plan: BatchPlan) -> Any:
+    return collate(samples)
+
+
+class AsyncImages:
+    """The user's async dataset: ``get_sample`` returns at once (in memory)."""
+
+    def __init__(self, images: list[np.ndarray[Any, Any]]) -> None:
+        self.images = images
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    async def get_sample(self, index: int) -> np.ndarray[Any, Any]:
+        return self.images[index]
+
+
+def make_images(cfg: W1uConfig) -> list[np.ndarray[Any, Any]]:
+    dataset = line_images(cfg.images, seed=SEED)
+    return [sample.image for sample in dataset._samples]
+
+
+def sampler(cfg: W1uConfig) -> ShuffledSampler:
+    return ShuffledSampler(cfg.images, cfg.batch)
+
+
+def step_indices(cfg: W1uConfig, g: int) -> list[int]:
+    return plan_batch(sampler(cfg), SEED, g).indices.tolist()  # type: ignore[no-any-return]
+
+
+# -- the systems -------------------------------------------------------------------------
+class System:
+    name = ""
+    group = ""
+    note = ""
+
+    def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
+        raise NotImplementedError
+
+    def measure(self, warm: int, count: int) -> float:
+        seen = 0
+        started = 0.0
+        with self.batches(warm + count) as batches:
+            for _ in batches:
+                if seen == warm:
+                    started = time.perf_counter()
+                seen += 1
+            ended = time.perf_counter()
+        if seen != warm + count:
+            raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
+        return count / (ended - started)
+
+
+class PlainLoop(System):
+    group = "baseline"
+    name = "plain Python loop"
+    note = "the epoch's order once per epoch, then collate([transform(data[i]) ...]) per step"
+
+    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]]) -> None:
+        self.cfg, self.images = cfg, images
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield self._run(stop)
+
+    def _run(self, stop: int) -> Iterator[Any]:
+        from aioloader.core import derive
+        from aioloader.core._rng import STREAM_SHUFFLE
+
+        cfg, data = self.cfg, self.images
+        steps = cfg.steps_per_epoch
+        order: list[int] = []
+        for g in range(stop):
+            epoch, step = divmod(g, steps)
+            if step == 0 or not order:
+                key = derive(SEED, epoch, 0, 0, STREAM_SHUFFLE)
+                order = keyed_permutation_array(
+                    np.arange(cfg.images, dtype=np.uint64), cfg.images, key
+                ).tolist()
+            first = step * cfg.batch
+            yield collate([transform(data[i]) for i in order[first : first + cfg.batch]])
+
+
+class Aioloader(System):
+    group = "aioloader"
+
+    def __init__(
+        self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]], workers: int, kind: str
+    ) -> None:
+        self.cfg, self.workers, self.kind = cfg, workers, kind
+        self.dataset: Any = AsyncImages(images) if kind == "async" else list(images)
+        how = "async get_sample" if kind == "async" else "sync list (in memory)"
+        self.name = f"aioloader {how}, workers={workers}"
+        self.note = (
+            f"DataLoader({'AsyncImages' if kind == 'async' else 'list'}, ShuffledSampler, "
+            f"collate, transform=transform, workers={workers}, prefetch={cfg.prefetch}); "
+            "async for on uvloop"
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        loader = DataLoader(
+            self.dataset,
+            sampler(self.cfg),
+            collate_with_plan,
+            seed=SEED,
+            transform=transform,
+            workers=self.workers,
+            prefetch=self.cfg.prefetch,
+        )
+        # For the check before timing; the timed runs consume with async for (below).
+        yield loader.iter_sync(0, stop, backend_options={"use_uvloop": True})
+
+
+class AsyncConsumer(Aioloader):
+    """The same loader consumed by ``async for`` inside one event loop (no portal)."""
+
+    def measure(self, warm: int, count: int) -> float:
+        async def run() -> float:
+            loader = DataLoader(
+                self.dataset,
+                sampler(self.cfg),
+                collate_with_plan,
+                seed=SEED,
+                transform=transform,
+                workers=self.workers,
+                prefetch=self.cfg.prefetch,
+            )
+            seen = 0
+            started = 0.0
+            async with loader.stream(0, warm + count) as batches:
+                async for _ in batches:
+                    if seen == warm:
+                        started = time.perf_counter()
+                    seen += 1
+            return count / (time.perf_counter() - started)
+
+        return anyio.run(run, backend_options={"use_uvloop": True})
+
+
+class TorchDataset:
+    def __init__(self, images: list[np.ndarray[Any, Any]]) -> None:
+        self.images = images
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> np.ndarray[Any, Any]:
+        return transform(self.images[index])
+
+
+class OrderSampler:
+    """torch batch sampler: the global order's steps ``[0, stop)``."""
+
+    def __init__(self, cfg: W1uConfig, stop: int) -> None:
+        self.cfg, self.stop = cfg, stop
+
+    def __len__(self) -> int:
+        return self.stop
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for g in range(self.stop):
+            yield step_indices(self.cfg, g)
+
+
+class Torch(System):
+    group = "torch"
+
+    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]], workers: int) -> None:
+        self.cfg, self.images, self.workers = cfg, images, workers
+        self.name = f"torch DataLoader num_workers={workers}"
+        self.note = "map-style dataset (transform in __getitem__), batch_sampler, collate_fn"
+        if workers:
+            self.note += ", prefetch_factor=4"
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import torch.utils.data
+
+        loader = torch.utils.data.DataLoader(
+            TorchDataset(self.images),
+            batch_sampler=OrderSampler(self.cfg, stop),
+            collate_fn=collate,
+            num_workers=self.workers,
+            prefetch_factor=4 if self.workers else None,
+        )
+        iterator = iter(loader)
+        try:
+            yield iterator
+        finally:
+            del iterator
+
+
+class StepFunction:
+    """``g -> batch`` with the user's code, for SPDL and Grain."""
+
+    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]]) -> None:
+        self.cfg, self.images = cfg, images
+        self.sampler = sampler(cfg)
+
+    def __call__(self, g: int) -> Any:
+        indices = plan_batch(self.sampler, SEED, g).indices.tolist()
+        return collate([transform(self.images[i]) for i in indices])
+
+
+class Spdl(System):
+    group = "spdl"
+    name = "SPDL pipeline 1 thread"
+    note = "source(steps) -> pipe(step, concurrency=1, output_order='input') -> sink(8)"
+
+    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]]) -> None:
+        self.step = StepFunction(cfg, images)
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        from spdl.pipeline import PipelineBuilder
+
+        pipeline = (
+            PipelineBuilder()
+            .add_source(range(stop))
+            .pipe(self.step, concurrency=1, output_order="input")
+            .add_sink(8)
+            .build(num_threads=1)
+        )
+        with pipeline.auto_stop():
+            yield pipeline.get_iterator()
+
+
+class Grain(System):
+    group = "grain"
+    name = "Grain 0 threads"
+    note = "MapDataset.source(steps).map(step).to_iter_dataset(ReadOptions(num_threads=0))"
+
+    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]]) -> None:
+        self.step = StepFunction(cfg, images)
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import grain
+        from absl import flags
+
+        if not flags.FLAGS.is_parsed():
+            flags.FLAGS.mark_as_parsed()
+        iterable = (
+            grain.MapDataset.source(range(stop))
+            .map(self.step)
+            .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
+        )
+        yield iter(iterable)
+
+
+# -- verification and cases ----------------------------------------------------------------
+def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> list[System]:
+    found: list[System] = [PlainLoop(cfg, images)]
+    found += [AsyncConsumer(cfg, images, w, "async") for w in (0, 1, 2)]
+    found += [AsyncConsumer(cfg, images, w, "sync") for w in (0, 1, 2)]
+    optional: list[tuple[str, Callable[[], list[System]]]] = [
+        ("torch", lambda: [Torch(cfg, images, w) for w in (0, 1, 2)]),
+        ("spdl", lambda: [Spdl(cfg, images)]),
+        ("grain", lambda: [Grain(cfg, images)]),
+    ]
+    for module, build in optional:
+        try:
+            __import__(module)
+        except ImportError as error:
+            log(f"  W1u: {module} is not installed ({error}); its rows are left out")
+            continue
+        found += build()
+    return found
+
+
+def verify(found: list[System], cfg: W1uConfig, log: Callable[[str], None]) -> None:
+    """Every row gives the plain loop's batches, bit for bit. Raises on a mismatch."""
+    with found[0].batches(cfg.verify) as batches:
+        expected = [np.array(batch) for batch in batches]
+    for system in found[1:]:
+        with system.batches(cfg.verify) as batches:
+            got = [np.array(batch) for batch in batches]
+        if len(got) != len(expected):
+            raise AssertionError(f"{system.name}: {len(got)} batches, expected {len(expected)}")
+        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+            if mine.shape != theirs.shape or mine.tobytes() != theirs.tobytes():
+                raise AssertionError(f"W1u {system.name}: step {step} differs")
+        log(f"  W1u {system.name}: {len(got)} batches bit-identical")
+
+
+def cases(cfg: W1uConfig, log: Callable[[str], None]) -> list[Case]:
+    images = make_images(cfg)
+    found = systems(cfg, images, log)
+    verify(found, cfg, log)
+    return [
+        Case(
+            workload="W1U",
+            system=system.name,
+            metric="batches/s",
+            measure=_measure(system, cfg),
+            baseline=isinstance(system, PlainLoop),
+            group=system.group,
+            note=system.note,
+        )
+        for system in found
+    ]
+
+
+def _measure(system: System, cfg: W1uConfig) -> Callable[[], float]:
+    return lambda: system.measure(cfg.warm, cfg.count)
