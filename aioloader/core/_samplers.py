@@ -137,15 +137,49 @@ class ShuffledSampler(_PositionalSampler):
     """Slot ``i`` of step ``s`` is ``perm(s*B + i, n, derive(seed, epoch, 0, 0, 101))``.
 
     Each epoch is a fresh permutation, computed per batch with no table: any ``n < 2^63``.
+    Up to ``TABLE_LIMIT`` items, the whole epoch's order is computed once (one array call)
+    and kept for the current epoch, so a step costs a slice; the values are the same.
     """
 
-    __slots__ = ()
+    __slots__ = ("_lock", "_table")
+
+    TABLE_LIMIT = 1 << 20
+    """Largest ``n`` whose epoch order is kept as a table (8 MiB of int64)."""
+
+    def __init__(self, n: int, batch_size: int, drop_last: bool = True) -> None:
+        super().__init__(n, batch_size, drop_last)
+        self._lock = threading.Lock()
+        self._table: tuple[int, int, IndexArray] | None = None
+
+    def _epoch_order(self, seed: int, epoch: int) -> IndexArray:
+        table = self._table
+        if table is not None and table[0] == seed and table[1] == epoch:
+            return table[2]
+        with self._lock:
+            table = self._table
+            if table is None or table[0] != seed or table[1] != epoch:
+                key = _derive_unchecked(seed, epoch, 0, 0, STREAM_SHUFFLE)
+                positions = np.arange(self._n, dtype=np.int64)
+                order = keyed_permutation_array(positions, self._n, key).astype(np.int64)
+                order.flags.writeable = False
+                table = self._table = (seed, epoch, order)
+        return table[2]
 
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)`` under the epoch's keyed permutation."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
+        if self._n <= self.TABLE_LIMIT:
+            start = step_value * self._batch_size
+            order = self._epoch_order(seed_value, epoch_value)
+            return cast(IndexArray, order[start : start + self._batch_size].copy())
         key = _derive_unchecked(seed_value, epoch_value, 0, 0, STREAM_SHUFFLE)
         return keyed_permutation_array(self._positions(step_value), self._n, key).astype(np.int64)
+
+    def __getstate__(self) -> tuple[int, int, bool]:
+        return (self._n, self._batch_size, self._drop_last)
+
+    def __setstate__(self, state: tuple[int, int, bool]) -> None:
+        self.__init__(*state)  # type: ignore[misc]
 
 
 class MixingSampler:
