@@ -100,6 +100,15 @@ class ArrayBatch:
     indices: npt.NDArray[np.int64]
     data: npt.NDArray[Any]
 
+    def release(self) -> None:
+        """Nothing to return: the arrays are the batch's own (kept for a uniform API)."""
+
+    def __enter__(self) -> ArrayBatch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
 
 class StackCollator:
     """Stacks array samples with ``np.stack``; the simplest real collator."""

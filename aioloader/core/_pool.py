@@ -318,21 +318,74 @@ class BatchField(Generic[_V]):
 
 
 class StepBatch(PooledBatch[StateT]):
-    """A pooled batch that knows where it sits in the stream (every collator's batches)."""
+    """A pooled batch that knows where it sits in the stream (every collator's batches).
 
-    __slots__ = ()
+    ``global_step``, ``epoch`` and ``step`` hold no pooled memory and stay readable after
+    ``release()``; every other field raises ``BufferReleasedError`` then.
+    """
 
-    global_step = BatchField[int]("The global step of the batch.")
-    epoch = BatchField[int]("Epoch of the batch.")
-    step = BatchField[int]("Step in the epoch.")
+    __slots__ = ("_position",)
 
     DIGEST_FIELDS: tuple[str, ...] = ("global_step",)
-    """The fields ``digest_batch`` and the interop modules read, in this order."""
+    """The fields ``digest_batch`` reads, in this order."""
+
+    STEP_FIELDS: tuple[str, ...] = ("global_step", "epoch", "step")
+
+    def __init__(self, state: StateT) -> None:
+        super().__init__(state)
+        self._position: tuple[int, int, int] | None = None
+
+    def _where(self, index: int) -> int:
+        state = self._state
+        if state is not None:
+            return int(getattr(state, self.STEP_FIELDS[index]))
+        position = getattr(self, "_position", None)
+        if position is None:
+            self._live()  # raises: released before its position was recorded
+        assert position is not None
+        return int(position[index])
+
+    @property
+    def global_step(self) -> int:
+        """The global step of the batch."""
+        return self._where(0)
+
+    @property
+    def epoch(self) -> int:
+        """Epoch of the batch."""
+        return self._where(1)
+
+    @property
+    def step(self) -> int:
+        """Step in the epoch."""
+        return self._where(2)
+
+    def release(self) -> None:
+        """Return the buffers to the pool (the step fields stay readable); idempotent."""
+        state = self._state
+        if state is not None and getattr(self, "_position", None) is None:
+            self._position = (state.global_step, state.epoch, state.step)  # type: ignore[attr-defined]
+        super().release()
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Every field of the batch type: its array fields, then the step fields."""
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for name, value in vars(klass).items():
+                if isinstance(value, BatchField) and name not in names:
+                    names.append(name)
+        return (*names, *cls.STEP_FIELDS)
 
     def __digest_fields__(self) -> list[tuple[str, Any]]:
         """``(name, value)`` of every field in ``DIGEST_FIELDS``, for ``digest_batch``."""
         state = self._live()
         return [(name, getattr(state, name)) for name in self.DIGEST_FIELDS]
+
+    def __batch_fields__(self) -> list[tuple[str, Any]]:
+        """``(name, value)`` of every field, for the interop modules (nothing dropped)."""
+        state = self._live()
+        return [(name, getattr(state, name)) for name in self.field_names()]
 
 
 __all__ = [

@@ -154,6 +154,15 @@ class TreeBatch:
     step: int
     indices: IndexArray
 
+    def release(self) -> None:
+        """Nothing to return: the arrays are the batch's own (kept for a uniform API)."""
+
+    def __enter__(self) -> TreeBatch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
 
 class TreeCollator:
     """A ``Collator`` for nested samples (dicts, tuples, namedtuples, arrays, numbers).

@@ -17,7 +17,8 @@ def map_batch(
     """Rebuild ``obj`` with every leaf replaced by ``convert_leaf(leaf)``.
 
     ``convert_leaf`` returns ``None`` for what is not a leaf. Walks pooled aioloader
-    batches (anything with ``__digest_fields__``, rebuilt by ``pooled(fields)``),
+    batches (``__batch_fields__``: every field; else ``__digest_fields__``), rebuilt by
+    ``pooled(fields)``,
     dataclasses, dicts, namedtuples, tuples and lists; strings and anything else are kept.
     """
 
@@ -27,8 +28,11 @@ def map_batch(
         converted = convert_leaf(value)
         if converted is not None:
             return converted
-        if hasattr(value, "__digest_fields__"):
-            return pooled({name: walk(field) for name, field in value.__digest_fields__()})
+        fields = getattr(value, "__batch_fields__", None) or getattr(
+            value, "__digest_fields__", None
+        )
+        if fields is not None:
+            return pooled({name: walk(field) for name, field in fields()})
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             changes = {
                 field.name: walk(getattr(value, field.name))

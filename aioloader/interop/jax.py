@@ -39,7 +39,7 @@ def to_jax(batch: Any, device: jax.Device | Sharding | None = None) -> Any:
     """``batch`` with every numpy array (and numpy scalar) copied into a ``jax.Array``.
 
     An aioloader batch (``ImageBatch`` and the other pooled batches, which expose
-    ``__digest_fields__``) becomes a dict of its fields, a pytree that ``jax.jit`` takes;
+    ``__batch_fields__``) becomes a dict of its fields, a pytree that ``jax.jit`` takes;
     its buffers may be released as soon as this returns. Walks dataclasses (rebuilt with
     ``dataclasses.replace``), dicts, tuples, namedtuples and lists; anything else (ints,
     strings) is kept as it is.

@@ -122,7 +122,9 @@ class TorchIterableDataset(torch.utils.data.IterableDataset[Any]):
     the aioloader ``DataLoader`` batches, prefetches and runs its own threads, so torch
     must neither re-batch (``batch_size=None``) nor fork workers (more than one worker
     would each serve the whole stream, so ``num_workers > 1`` is refused).
-    ``loader.state_dict()`` is the checkpoint: it points after the last batch served.
+    With ``start=None`` (the default) it serves from the loader's cursor and
+    ``loader.state_dict()`` is the checkpoint: it points after the last batch served. An
+    explicit ``start`` serves that range and leaves the cursor alone.
 
     Args:
         loader: an ``aioloader.engine.DataLoader``.
