@@ -7,7 +7,10 @@ which cost several times less per read than anyio's portable ones.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -38,6 +41,92 @@ def semaphore(value: int) -> Any:
     if running_asyncio_loop() is not None:
         return asyncio.Semaphore(value)
     return anyio.Semaphore(value)
+
+
+def _wake_for_running_loop() -> Callable[[Callable[[], object]], object]:
+    loop = running_asyncio_loop()
+    if loop is not None:
+        return loop.call_soon_threadsafe
+    import trio
+
+    return trio.lowlevel.current_trio_token().run_sync_soon
+
+
+class _Waiter:
+    __slots__ = ("event", "granted", "wake")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.wake = _wake_for_running_loop()
+        self.granted = False
+
+
+class SharedLimit:
+    """A bound on concurrent work shared by every thread and event loop using one object.
+
+    A source used from several threads, each running its own loop (say, one loader per
+    thread), still has at most ``limit`` requests in flight in all. Taking a free unit is
+    a lock and an integer; a waiter is woken on its own loop when a unit is handed to it.
+    """
+
+    __slots__ = ("_count", "_limit", "_lock", "_peak", "_waiters")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._count = 0
+        self._peak = 0
+        self._lock = threading.Lock()
+        self._waiters: deque[_Waiter] = deque()
+
+    @property
+    def in_use(self) -> int:
+        """Units held now."""
+        return self._count
+
+    @property
+    def peak(self) -> int:
+        """Most units ever held at once."""
+        return self._peak
+
+    async def acquire(self) -> None:
+        """Take a unit, waiting (on this loop) while all are held."""
+        with self._lock:
+            if self._count < self._limit:
+                self._count += 1
+                self._peak = max(self._peak, self._count)
+                return
+            waiter = _Waiter()
+            self._waiters.append(waiter)
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            with self._lock:
+                if not waiter.granted:
+                    self._waiters.remove(waiter)
+                    raise
+            self.release()  # handed a unit while being cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        """Give a unit back, or hand it straight to the oldest waiter."""
+        with self._lock:
+            if self._waiters:
+                waiter = self._waiters.popleft()
+                waiter.granted = True
+                waiter.wake(waiter.event.set)
+                return
+            self._count -= 1
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
 
 
 class PerLoop(Generic[T]):

@@ -7,12 +7,15 @@ which runs in worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from .._compat import add_note
 
 T = TypeVar("T")
 In = TypeVar("In")
@@ -58,9 +61,40 @@ def decode_npy(data: bytes, index: int) -> npt.NDArray[Any]:
     return array
 
 
+def mark_sample_error(error: BaseException, index: int, name: str) -> None:
+    """Name the failing sample on ``error``: a note with its index and path or key.
+
+    The dataset index is also kept on the error (``__aioloader_index__``), so the loader
+    can add the step and slot of a sample that failed inside a batched read.
+    """
+    if getattr(error, "__aioloader_index__", None) is not None:
+        return  # already named (a nested read)
+    with contextlib.suppress(AttributeError):  # an exception type without a __dict__
+        error.__aioloader_index__ = index  # type: ignore[attr-defined]
+    add_note(error, f"aioloader: reading dataset index {index}: {name}")
+
+
+@contextlib.contextmanager
+def naming_sample(index: int, name: Callable[[], str]) -> Iterator[None]:
+    """Any exception inside the block is marked with ``index`` and ``name()``."""
+    try:
+        yield
+    except Exception as error:
+        mark_sample_error(error, index, name())
+        raise
+
+
 def decode_named(decode: Callable[[In, int], T], data: In, index: int, name: str) -> T:
-    """``decode(data, index)``; a ``ValueError`` it raises is raised again naming ``name``."""
+    """``decode(data, index)``; a ``ValueError`` it raises is raised again naming ``name``.
+
+    Any other exception keeps its type and gets a note naming the sample.
+    """
     try:
         return decode(data, index)
     except ValueError as exc:
-        raise ValueError(f"decoding {name} (sample {index}) failed: {exc}") from exc
+        error = ValueError(f"decoding {name} (sample {index}) failed: {exc}")
+        mark_sample_error(error, index, name)
+        raise error from exc
+    except Exception as exc:
+        mark_sample_error(exc, index, name)
+        raise

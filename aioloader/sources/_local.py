@@ -16,7 +16,7 @@ import anyio
 
 from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import gather_ordered, running_asyncio_loop
-from ._decode import decode_bytes, decode_named, decode_npy
+from ._decode import decode_bytes, decode_named, decode_npy, naming_sample
 
 __all__ = ("LocalFiles", "decode_bytes", "decode_npy")
 
@@ -146,7 +146,8 @@ class LocalFiles(Generic[SampleT]):
     async def get_sample(self, index: int) -> SampleT:
         """Read and decode the file at ``index``."""
         position = check_index(index, len(self.paths))
-        data = await read_file(self.paths[position])
+        with naming_sample(position, lambda: f"file {str(self.paths[position])!r}"):
+            data = await read_file(self.paths[position])
         result: SampleT = decode_named(self.decode, data, position, str(self.paths[position]))
         return result
 

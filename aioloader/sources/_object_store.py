@@ -26,6 +26,7 @@ the blocking API runs in worker threads limited to ``max_concurrency``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,10 +38,12 @@ import obstore
 
 from .._compat import add_note
 from .._errors import ObjectNotFoundError, SourceError
-from ._concurrency import PerLoop, gather_ordered, running_asyncio_loop, semaphore
-from ._decode import decode_bytes, decode_named
+from ._concurrency import PerLoop, SharedLimit, gather_ordered, running_asyncio_loop
+from ._decode import decode_bytes, decode_named, naming_sample
 from ._local import check_index
 from ._retry import RetryPolicy, describe_failure, is_range_error, scrub, secrets_of
+
+logger = logging.getLogger("aioloader")
 
 __all__ = ("ObjectReader", "ObjectStore", "ObjectStoreStatistics", "RetryPolicy")
 
@@ -107,7 +110,7 @@ class ObjectReader:
         self.max_concurrency = max_concurrency
         self.timeout = timeout
         self.retries = retries or RetryPolicy()
-        self._limiter = PerLoop(lambda: semaphore(max_concurrency))
+        self._limiter = SharedLimit(max_concurrency)  # across every thread and loop
         self._threads = PerLoop(lambda: anyio.CapacityLimiter(max_concurrency))
         self._requests = self._retries = self._bytes = self._in_flight = self._failures = 0
         self._secrets = secrets_of(store)
@@ -187,7 +190,7 @@ class ObjectReader:
         attempt = 0
         while True:
             attempt += 1
-            async with self._limiter.get():
+            async with self._limiter:
                 self._requests += 1
                 self._in_flight += 1
                 try:
@@ -205,7 +208,15 @@ class ObjectReader:
                     self._in_flight -= 1
             if kind == "transient" and attempt < self.retries.max_attempts:
                 self._retries += 1
-                await anyio.sleep(self.retries.backoff(key, attempt))
+                delay = self.retries.backoff(key, attempt)
+                logger.info(
+                    "aioloader: retrying %r after attempt %d (%s) in %.3f s",
+                    key,
+                    attempt,
+                    summary,
+                    delay,
+                )
+                await anyio.sleep(delay)
                 continue
             raise self._error(key, start, end, kind, summary, attempt) from None
 
@@ -406,11 +417,13 @@ class ObjectStore(Generic[SampleT]):
     async def get_sample(self, index: int) -> SampleT:
         """Fetch and decode the object at ``index`` (or its fallback, see ``on_error``)."""
         try:
-            data = await self.read_bytes(index)
+            with naming_sample(index, lambda: f"object {self.keys[index]!r}"):
+                data = await self.read_bytes(index)
         except SourceError:
             if self.fallback is None:  # on_error == "raise": never skip silently
                 raise
             key = self.keys[index]
+            logger.warning("aioloader: skipping %r (index %d) as on_error asks", key, index)
             self._skipped += 1
             if len(self._skipped_keys) < MAX_SKIPPED_KEYS:
                 self._skipped_keys.append(key)

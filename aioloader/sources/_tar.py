@@ -22,7 +22,7 @@ import anyio
 
 from .._errors import MalformedShardError, ObjectNotFoundError, SourceError
 from ._concurrency import PerLoop, gather_ordered
-from ._decode import decode_named
+from ._decode import decode_named, naming_sample
 from ._local import check_index
 from ._object_store import ObjectReader, ObjectStoreStatistics, RetryPolicy
 from ._tar_index import (
@@ -242,7 +242,8 @@ class TarShards(Generic[SampleT]):
 
     async def get_sample(self, index: int) -> SampleT:
         """Read sample ``index`` and pass it through ``decode``."""
-        sample = await self.read_sample(index)
+        with naming_sample(index, lambda: f"sample {index} of shard {self.locate(index)[0]!r}"):
+            sample = await self.read_sample(index)
         name = f"sample {sample['__key__']!r} of shard {self.locate(index)[0]!r}"
         result: SampleT = decode_named(self.decode, sample, index, name)
         return result
