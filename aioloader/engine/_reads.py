@@ -95,6 +95,11 @@ class ReadBound:
                     self._waiters.pop(0).set()
                 raise
 
+    def unacquire(self) -> None:
+        """Give back a unit taken for a read that did not happen (no slot was left)."""
+        self.total -= 1
+        self.release()
+
     def release(self, count: int = 1) -> None:
         """Give ``count`` units back and wake one waiter."""
         self.in_flight -= count
@@ -241,7 +246,7 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
             if not bound.try_acquire():
                 await bound.acquire()
                 if batch.next_slot >= count or batch.errors:
-                    bound.release()
+                    bound.unacquire()
                     return
             slot = batch.next_slot
             batch.next_slot = slot + 1

@@ -170,7 +170,7 @@ class StreamWork(Generic[BatchT]):
                 ring.abandon_nowait()
                 raise
             except Exception as error:
-                logger.debug("aioloader: global step %d failed", step, exc_info=error)
+                logger.info("aioloader: global step %d failed: %r", step, error)
                 ring.fill_nowait(step, None, error)
             else:
                 ring.fill_nowait(step, batch)
