@@ -171,4 +171,4 @@ class BatchStream(Generic[BatchT]):
         # (posted to its event loop when the garbage collector runs on another thread).
         work = getattr(self, "_work", None)
         if work is not None and getattr(self, "_state", None) is StreamState.RUNNING:
-            work.cancel()
+            work.cancel(from_finalizer=True)

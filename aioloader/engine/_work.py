@@ -71,15 +71,22 @@ class StreamWork(Generic[BatchT]):
         self.running = False
 
     # -- control ------------------------------------------------------------------------
-    def cancel(self) -> None:
+    def cancel(self, *, from_finalizer: bool = False) -> None:
         """Stop claiming steps, release every batch built ahead, cancel the builders.
 
         Safe from any thread: from another thread the cancellation is posted to the loop.
+        From a finalizer the scope is cancelled by a callback posted to the loop (trio keeps
+        the frames of a cancelling call in a reference cycle), the ring closed at once.
         """
-        if self._loop_thread is None or threading.get_ident() == self._loop_thread:
+        on_loop = self._loop_thread is None or threading.get_ident() == self._loop_thread
+        if on_loop:
             self._cancelled = True
             self.ring.close_nowait()
             if self._scope is not None:
+                if from_finalizer and self._call_soon is not None:
+                    with contextlib.suppress(RuntimeError):
+                        self._call_soon(self._scope.cancel)
+                    return
                 self._scope.cancel()
         elif self._call_soon is not None:
             with contextlib.suppress(RuntimeError):  # a closed loop runs nothing any more
