@@ -27,15 +27,12 @@ from ._permutation import keyed_permutation_array
 from ._rng import (
     GOLDEN,
     MASK64,
-    STREAM_BUCKET_ORDER,
-    STREAM_BUCKET_PLACE,
-    STREAM_MIXING,
-    STREAM_SHUFFLE,
     SampleRng,
     _derive_unchecked,
     derive_slots,
     mix_array,
 )
+from ._streams import RngStream
 
 IndexArray = npt.NDArray[np.int64]
 INDEX_LIMIT = 1 << 63
@@ -144,7 +141,7 @@ class ShuffledSampler(_PositionalSampler):
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)`` under the epoch's keyed permutation."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        key = _derive_unchecked(seed_value, epoch_value, 0, 0, STREAM_SHUFFLE)
+        key = _derive_unchecked(seed_value, epoch_value, 0, 0, RngStream.SHUFFLE)
         return keyed_permutation_array(self._positions(step_value), self._n, key).astype(np.int64)
 
 
@@ -230,7 +227,7 @@ class MixingSampler:
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)``: one independent draw per slot."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        states = derive_slots(seed_value, epoch_value, step_value, self._batch_size, STREAM_MIXING)
+        states = derive_slots(seed_value, epoch_value, step_value, self._batch_size, RngStream.MIXING)
         first = mix_array(states)
         u = (first >> np.uint64(11)).astype(np.float64) * 2.0**-53
         pick = np.searchsorted(self._bounds, u, side="right")
@@ -340,7 +337,7 @@ class BucketedSampler:
         n, batch, steps = int(self._lengths.shape[0]), self._batch_size, self._steps
         if steps == 0:
             raise ValueError("steps_per_epoch is 0 (fewer items than one batch)")
-        order_key = _derive_unchecked(seed, epoch, 0, 0, STREAM_BUCKET_ORDER)
+        order_key = _derive_unchecked(seed, epoch, 0, 0, RngStream.BUCKET_ORDER)
         order = keyed_permutation_array(np.arange(steps * batch, dtype=np.uint64), n, order_key)
         keys = (self._lengths[order].astype(np.uint64) << np.uint64(32)) | order
         pool = batch * self._pool_batches
@@ -349,7 +346,7 @@ class BucketedSampler:
             keys[:full] = np.sort(keys[:full].reshape(-1, pool), axis=1).ravel()
         keys[full:].sort()
         sorted_indices = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).reshape(steps, batch)
-        place_key = _derive_unchecked(seed, epoch, 1, 0, STREAM_BUCKET_PLACE)
+        place_key = _derive_unchecked(seed, epoch, 1, 0, RngStream.BUCKET_PLACE)
         step_of_batch = keyed_permutation_array(np.arange(steps, dtype=np.uint64), steps, place_key)
         plan = np.empty_like(sorted_indices)
         plan[step_of_batch.astype(np.int64)] = sorted_indices
