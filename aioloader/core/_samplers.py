@@ -227,7 +227,9 @@ class MixingSampler:
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)``: one independent draw per slot."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        states = derive_slots(seed_value, epoch_value, step_value, self._batch_size, RngStream.MIXING)
+        states = derive_slots(
+            seed_value, epoch_value, step_value, self._batch_size, RngStream.MIXING
+        )
         first = mix_array(states)
         u = (first >> np.uint64(11)).astype(np.float64) * 2.0**-53
         pick = np.searchsorted(self._bounds, u, side="right")

@@ -45,4 +45,3 @@ class RngStream(enum.IntEnum):
     """``RetryPolicy``: the random part of the wait between two attempts of a read."""
     SHUFFLE_BUFFER = 202
     """``Stream.shuffle``: the picks from the shuffle buffer."""
-
