@@ -6,7 +6,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from aioloader import DataLoader, ShuffledSampler, digest_batch
+from aioloader import DataLoader, ShuffledSampler
+from aioloader.core import digest_batch
 from aioloader.testing import MemoryDataset, StackCollator
 
 

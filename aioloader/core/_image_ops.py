@@ -177,10 +177,4 @@ def rgb8_to_planar(
     return out
 
 
-__all__ = [
-    "BatchAugmentation",
-    "GainOffset",
-    "batch_normals",
-    "gray8_to_planar",
-    "rgb8_to_planar",
-]
+__all__ = ("BatchAugmentation", "GainOffset", "batch_normals", "gray8_to_planar", "rgb8_to_planar")

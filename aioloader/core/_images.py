@@ -383,7 +383,7 @@ def _check_target(slot: int, indices: npt.NDArray[Any], target: Any) -> npt.NDAr
     return array
 
 
-__all__ = [
+__all__ = (
     "BatchAugmentation",
     "GainOffset",
     "ImageBatch",
@@ -391,4 +391,4 @@ __all__ = [
     "ImageSample",
     "gray8_to_planar",
     "rgb8_to_planar",
-]
+)

@@ -296,4 +296,4 @@ class PackCollator:
         return PackedBatch(state)
 
 
-__all__ = ["PackCollator", "PackedBatch", "PackedSampler"]
+__all__ = ("PackCollator", "PackedBatch", "PackedSampler")

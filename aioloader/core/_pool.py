@@ -335,7 +335,7 @@ class StepBatch(PooledBatch[StateT]):
         return [(name, getattr(state, name)) for name in self.DIGEST_FIELDS]
 
 
-__all__ = [
+__all__ = (
     "BatchField",
     "BatchState",
     "BufferPool",
@@ -343,4 +343,4 @@ __all__ = [
     "PooledBatch",
     "StepBatch",
     "size_class",
-]
+)

@@ -383,10 +383,4 @@ def _check_lengths(lengths: Any) -> npt.NDArray[np.uint32]:
     return result
 
 
-__all__ = [
-    "BucketedSampler",
-    "MixingSampler",
-    "Sampler",
-    "SequentialSampler",
-    "ShuffledSampler",
-]
+__all__ = ("BucketedSampler", "MixingSampler", "Sampler", "SequentialSampler", "ShuffledSampler")

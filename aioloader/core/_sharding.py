@@ -317,4 +317,4 @@ class DistributedSampler:
         )
 
 
-__all__ = ["DistributedSampler", "RankSlice", "batch_sizes_of"]
+__all__ = ("DistributedSampler", "RankSlice", "batch_sizes_of")

@@ -181,4 +181,4 @@ class TreeCollator:
         return "TreeCollator()"
 
 
-__all__ = ["TreeBatch", "TreeCollator", "default_collate"]
+__all__ = ("TreeBatch", "TreeCollator", "default_collate")

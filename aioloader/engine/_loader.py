@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from .._protocols import Collator, Dataset, SyncDataset
 from ..core._check import as_int, u64
-from ..core._plan import BatchPlan
 from ..core._samplers import Sampler
 from ._build import Transform
 from ._reads import ReadCounter, make_batch_reader
@@ -93,9 +93,9 @@ class DataLoader(Generic[SampleT, BatchT]):
 
     def __init__(
         self,
-        dataset: Any,
+        dataset: Dataset[Any] | SyncDataset[Any],
         sampler: Sampler,
-        collator: Callable[[Sequence[SampleT], BatchPlan], BatchT],
+        collator: Collator[SampleT, BatchT],
         *,
         seed: int,
         transform: Transform | None = None,
