@@ -26,7 +26,7 @@ def default_backend_options(backend: str) -> dict[str, Any]:
 
 def iterate_blocking(
     loader: DataLoader[Any, BatchT],
-    start: int,
+    start: int | None,
     stop: int | None,
     backend: str = "asyncio",
     backend_options: Mapping[str, Any] | None = None,

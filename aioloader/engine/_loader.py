@@ -5,21 +5,43 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
 from ..core._check import as_int, u64
+from ..core._plan import BatchPlan, plan_batch
 from ..core._samplers import Sampler
-from ._build import Transform
-from ._reads import ReadCounter, make_batch_reader
+from ._build import Transform, transform_takes_rng
+from ._reads import describe_dataset_kind
 from ._ring import RingStatistics
+from ._state import check_state, stream_fingerprint
 from ._stream import BatchStream
+
+if TYPE_CHECKING:
+    from ._work import StreamWork
 
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
 
 THREADLESS_PLATFORMS = ("emscripten", "wasi")
-STATE_VERSION = 1
+STATE_VERSION = 2
+PREFETCH_LIMIT = 1 << 16
+READS_LIMIT = 1 << 20
+CONFIGURATION = frozenset(
+    {
+        "dataset",
+        "sampler",
+        "collator",
+        "transform",
+        "seed",
+        "workers",
+        "requested_workers",
+        "prefetch",
+        "max_inflight_reads",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +84,31 @@ class _Counters:
         self.build_seconds = 0.0
 
 
-def _positive(name: str, value: Any) -> int:
+def _positive(name: str, value: Any, limit: int) -> int:
     number = as_int(name, value)
-    if number < 1:
-        raise ValueError(f"{name} must be an integer >= 1 but got {number}")
+    if not 1 <= number <= limit:
+        raise ValueError(f"{name} must be an integer in [1, {limit}] but got {number}")
     return number
+
+
+def _dataset_length(dataset: Any) -> int | None:
+    try:
+        return len(dataset)
+    except TypeError:
+        return None
+
+
+def _sampler_items(sampler: Any) -> int | None:
+    """The number of dataset items a sampler addresses, when it says so."""
+    for name in ("num_items", "n"):
+        value = getattr(sampler, name, None)
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+    sizes = getattr(sampler, "sizes", None)
+    if isinstance(sizes, tuple) and all(isinstance(size, int) for size in sizes):
+        return sum(sizes)
+    inner = getattr(sampler, "sampler", None)
+    return _sampler_items(inner) if inner is not None and inner is not sampler else None
 
 
 class DataLoader(Generic[SampleT, BatchT]):
@@ -76,20 +118,37 @@ class DataLoader(Generic[SampleT, BatchT]):
     ``plan = plan_batch(sampler, seed, g)``: a pure function of ``(seed, g)``, whatever
     ``workers``, ``prefetch`` or the start step.
 
+    The configuration (every argument below) is read-only after construction: build a
+    new loader to change it. Only the resume cursor changes, through cursor-driven
+    iteration and ``load_state_dict``.
+
     Args:
         dataset: ``async get_sample(index)`` (optionally ``async get_samples(indices)``),
             or a sync ``get_sample`` / ``__getitem__``, which is read in threads.
         sampler: any sampler of ``aioloader.core``.
         collator: ``collator(samples, plan) -> batch``, synchronous and pure.
         seed: the run's seed, in ``[0, 2^64)``.
-        transform: optional ``transform(sample, rng) -> sample`` (rng stream 0).
+        transform: optional ``transform(sample, rng) -> sample`` (rng stream 0), or
+            ``transform(sample) -> sample`` for a transform without randomness (then no
+            rng is derived for it).
         workers: threads for CPU work (transform and collation); 0 builds on the
             event loop's thread.
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
             and built with workers; with ``workers=0`` read ahead and built when taken).
-        max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads).
+        max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
+            each stream.
         start_step: the cursor that ``async for batch in loader`` starts from.
     """
+
+    dataset: Dataset[Any] | SyncDataset[Any]
+    sampler: Sampler
+    collator: Collator[Any, BatchT]
+    transform: Transform | None
+    seed: int
+    workers: int
+    requested_workers: int
+    prefetch: int
+    max_inflight_reads: int
 
     def __init__(
         self,
@@ -122,23 +181,72 @@ class DataLoader(Generic[SampleT, BatchT]):
             raise TypeError(
                 f"transform must be callable or None but got {type(transform).__name__}"
             )
-        self.dataset = dataset
-        self.sampler = sampler
-        self.collator = collator
-        self.transform = transform
-        self.seed = u64("seed", seed)
+        kind = describe_dataset_kind(dataset)
+        length = _dataset_length(dataset)
+        items = _sampler_items(sampler)
+        if length is not None and items is not None and items > length:
+            raise ValueError(
+                f"sampler must address at most len(dataset) = {length} items but "
+                f"{sampler!r} addresses {items}"
+            )
         requested_workers = as_int("workers", workers)
         if requested_workers < 0:
             raise ValueError(f"workers must be an integer >= 0 but got {requested_workers}")
-        self.requested_workers = requested_workers
-        self.workers = 0 if sys.platform in THREADLESS_PLATFORMS else requested_workers
-        self.prefetch = _positive("prefetch", prefetch)
-        self.max_inflight_reads = _positive("max_inflight_reads", max_inflight_reads)
+        config = self.__dict__
+        config["dataset"] = dataset
+        config["sampler"] = sampler
+        config["collator"] = collator
+        config["transform"] = transform
+        config["seed"] = u64("seed", seed)
+        config["requested_workers"] = requested_workers
+        config["workers"] = 0 if sys.platform in THREADLESS_PLATFORMS else requested_workers
+        config["prefetch"] = _positive("prefetch", prefetch, PREFETCH_LIMIT)
+        config["max_inflight_reads"] = _positive(
+            "max_inflight_reads", max_inflight_reads, READS_LIMIT
+        )
+        self._dataset_kind = kind
+        self._dataset_length = length
+        self._takes_rng = transform is not None and transform_takes_rng(transform)
         self._cursor = u64("start_step", start_step)
-        self._reads = ReadCounter()
-        self._read = make_batch_reader(dataset, self.max_inflight_reads, self._reads)
         self._stats = _Counters()
-        self._last_stream: BatchStream[BatchT] | None = None
+        self._reads_total = 0
+        self._works: set[StreamWork[BatchT]] = set()
+        self._latest: StreamWork[BatchT] | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in CONFIGURATION:
+            raise AttributeError(
+                f"DataLoader.{name} is read-only after construction (tried to set "
+                f"{type(value).__name__}); build a new DataLoader to change it"
+            )
+        object.__setattr__(self, name, value)
+
+    def _plan(self, step: int) -> BatchPlan:
+        """The plan of ``step``, its indices checked against the dataset."""
+        plan = plan_batch(self.sampler, self.seed, step)
+        indices = plan.indices
+        if (
+            not isinstance(indices, np.ndarray)
+            or indices.ndim != 1
+            or indices.dtype.kind not in "iu"
+        ):
+            shown = type(indices).__name__
+            if isinstance(indices, np.ndarray):
+                shown = f"{indices.ndim}-D {indices.dtype} array"
+            raise TypeError(
+                f"sampler.indices must return a 1-D integer numpy array but "
+                f"{self.sampler!r} returned {shown}"
+            )
+        length = self._dataset_length
+        if length is not None and indices.size:
+            low, high = int(indices.min()), int(indices.max())
+            if low < 0 or high >= length:
+                bad = low if low < 0 else high
+                raise IndexError(
+                    f"sampler.indices must be in [0, len(dataset)) = [0, {length}) but "
+                    f"{self.sampler!r} gave {bad}"
+                )
+        return plan
 
     # -- the stream -----------------------------------------------------------------------
     @property
@@ -159,20 +267,30 @@ class DataLoader(Generic[SampleT, BatchT]):
 
         ``start`` defaults to the loader's cursor. Use as ``async for`` or, to scope its
         tasks to a block, ``async with loader.stream() as batches: async for ...``.
+
+        ``start=None`` makes a cursor-driven stream: each batch it delivers advances the
+        loader's resume cursor (``state_dict()``). An explicit ``start`` (to peek, or to
+        evaluate a range) leaves the cursor alone.
         """
         first = self._cursor if start is None else u64("start", start)
         last = None if stop is None else u64("stop", stop)
         if last is not None and last < first:
             raise ValueError(f"stop must be >= start ({first}) but got {last}")
-        stream: BatchStream[BatchT] = BatchStream(self, first, last)
-        self._last_stream = stream
+        return self._open(first, last, moves_cursor=start is None)
+
+    def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
+        stream: BatchStream[BatchT] = BatchStream(self, start, stop, moves_cursor=moves_cursor)
+        self._latest = stream._work
         return stream
 
     def epoch(self) -> BatchStream[BatchT]:
-        """The rest of the cursor's epoch: steps ``[cursor, (cursor // S + 1) * S)``."""
+        """The rest of the cursor's epoch: steps ``[cursor, (cursor // S + 1) * S)``.
+
+        Cursor-driven: each delivered batch advances the resume cursor.
+        """
         steps = self.steps_per_epoch
         end = (self._cursor // steps + 1) * steps
-        return self.stream(self._cursor, end)
+        return self._open(self._cursor, end, moves_cursor=True)
 
     def __aiter__(self) -> BatchStream[BatchT]:
         return self.epoch()
@@ -181,7 +299,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         from ._blocking import iterate_blocking
 
         steps = self.steps_per_epoch
-        return iterate_blocking(self, self._cursor, (self._cursor // steps + 1) * steps)
+        return iterate_blocking(self, None, (self._cursor // steps + 1) * steps)
 
     def iter_sync(
         self,
@@ -191,44 +309,71 @@ class DataLoader(Generic[SampleT, BatchT]):
         backend: str = "asyncio",
         backend_options: Mapping[str, Any] | None = None,
     ) -> Iterator[BatchT]:
-        """``stream(start, stop)`` for synchronous code, through a portal thread."""
+        """``stream(start, stop)`` for synchronous code, through a portal thread.
+
+        Like ``stream()``, it moves the resume cursor only when ``start`` is None.
+        """
         from ._blocking import iterate_blocking
 
-        first = self._cursor if start is None else u64("start", start)
-        return iterate_blocking(self, first, stop, backend, backend_options)
+        return iterate_blocking(self, start, stop, backend, backend_options)
+
+    async def aclose_streams(self) -> None:
+        """Cancel every stream of this loader still running and wait until its work ends.
+
+        Streams left by ``break`` are cancelled as soon as their handle is dropped; this
+        waits for their threads and reads to finish. The loader stays usable.
+        """
+        for work in list(self._works):
+            work.cancel()
+            await work.wait_ended()
 
     # -- state ----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, int]:
-        """The whole resumable state: the seed and the next step."""
-        return {"version": STATE_VERSION, "seed": self.seed, "next_step": self._cursor}
+    def state_dict(self) -> dict[str, Any]:
+        """The whole resumable state: version, seed, next step and the stream's fingerprint.
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from ``state_dict()``: the next batches equal an uninterrupted run's."""
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a mapping but got {type(state).__name__}")
-        missing = {"seed", "next_step"} - set(state)
-        if missing:
-            raise ValueError(f"state must have keys seed and next_step but lacks {sorted(missing)}")
-        seed = u64("state['seed']", state["seed"])
-        if seed != self.seed:
-            raise ValueError(
-                f"state['seed'] must equal the loader's seed {self.seed} but got {seed}"
-            )
-        self._cursor = u64("state['next_step']", state["next_step"])
+        ``fingerprint`` identifies what decides the stream (the sampler's kind and
+        arguments, the dataset's length, the seed); ``stream`` says the same in words.
+        """
+        fingerprint, description = stream_fingerprint(self.sampler, self._dataset_length, self.seed)
+        return {
+            "version": STATE_VERSION,
+            "seed": self.seed,
+            "next_step": self._cursor,
+            "fingerprint": fingerprint,
+            "stream": description,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], *, check_stream: bool = True) -> None:
+        """Resume from ``state_dict()``: the next batches equal an uninterrupted run's.
+
+        The state must come from a loader with the same seed; with ``check_stream`` (the
+        default) also with the same sampler kind and arguments and dataset length.
+        ``check_stream=False`` accepts a deliberate change (say, a longer dataset) and
+        resumes at ``next_step`` of the new stream. Global-batch sharding (``RankSlice``)
+        is fingerprinted by its global sampler, so a change of world size is accepted.
+        """
+        fingerprint, description = stream_fingerprint(self.sampler, self._dataset_length, self.seed)
+        self._cursor = check_state(
+            state, STATE_VERSION, self.seed, fingerprint, description, check_stream=check_stream
+        )
 
     def statistics(self) -> LoaderStatistics:
         """Counters of the loader, with the ring of the latest stream."""
         stats = self._stats
-        ring = self._last_stream.ring.statistics() if self._last_stream is not None else None
+        latest = self._latest
+        ring = latest.ring.statistics() if latest is not None else None
+        in_flight = sum(work.bound.in_flight for work in self._works)
+        peak = max((work.bound.peak for work in (*self._works, latest) if work), default=0)
+        total = self._reads_total + sum(work.bound.total for work in self._works)
         return LoaderStatistics(
             batches_delivered=stats.batches_delivered,
             batches_built=stats.batches_built,
             consumer_wait_seconds=stats.consumer_wait_seconds,
             read_seconds=stats.read_seconds,
             build_seconds=stats.build_seconds,
-            reads_in_flight=self._reads.in_flight,
-            peak_reads_in_flight=self._reads.peak,
-            reads_total=self._reads.total,
+            reads_in_flight=in_flight,
+            peak_reads_in_flight=peak,
+            reads_total=total,
             next_step=self._cursor,
             ring=ring,
         )

@@ -1,17 +1,24 @@
 """Reading one batch's samples from any kind of dataset, without blocking the event loop.
 
 - ``async get_samples(indices)``: one call per batch (the source reads them concurrently);
-- ``async get_sample(index)``: one task per sample, bounded by ``max_inflight_reads``;
-- sync ``get_sample`` / ``__getitem__``: the whole batch is read in a worker thread.
+- ``async get_sample(index)``: each read starts in the builder's own task; a read that
+  completes without waiting (memory, cache hit) costs no task at all, and each read that
+  waits adds one task that goes on with the next slots, so tasks track reads in flight;
+- sync ``get_sample`` / ``__getitem__``: read inline for an in-memory dataset, otherwise in
+  threads (spread over the build threads in chunks when ``workers > 0``).
+
+Reads in flight are bounded per stream by ``max_inflight_reads``.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from typing import Any, Protocol
 
 import anyio
+import numpy as np
 
 from .._compat import BaseExceptionGroup, add_note
 from ..core._plan import BatchPlan
@@ -19,8 +26,23 @@ from ..core._plan import BatchPlan
 BatchReader = Callable[[BatchPlan], Awaitable[list[Any]]]
 
 
+class ChunkRunner(Protocol):
+    """Runs a blocking function in one of the stream's build threads."""
+
+    async def run(self, function: Callable[..., Any], *args: Any) -> Any: ...
+
+
 def add_slot_note(error: BaseException, plan: BatchPlan, slot: int | None) -> None:
-    """Name the global step, the slot and the dataset index on an exception."""
+    """Name the global step, the slot and the dataset index on an exception.
+
+    For a batched read (``slot is None``) the slot comes from the dataset index a source
+    marked on the error with ``mark_sample_error``, when it did.
+    """
+    if slot is None:
+        index = getattr(error, "__aioloader_index__", None)
+        if index is not None:
+            matches = np.flatnonzero(plan.indices == index)
+            slot = int(matches[0]) if matches.size else None
     if slot is None:
         where = f"dataset indices {plan.indices.tolist()}"
     else:
@@ -32,23 +54,51 @@ def add_slot_note(error: BaseException, plan: BatchPlan, slot: int | None) -> No
     )
 
 
-class ReadCounter:
-    """Reads in flight, for statistics."""
+class ReadBound:
+    """A counting bound on reads in flight for one stream, with statistics.
 
-    __slots__ = ("in_flight", "peak", "total")
+    Taking a unit under the bound is a few integer operations (no checkpoint, no task
+    switch); only a read that finds the bound full waits for one to be returned.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_waiters", "in_flight", "limit", "peak", "total")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
         self.in_flight = 0
         self.peak = 0
         self.total = 0
+        self._waiters: list[anyio.Event] = []
 
-    def begin(self, count: int) -> None:
+    def try_acquire(self, count: int = 1) -> bool:
+        """Take ``count`` units if the bound allows it now (a batch may exceed it alone)."""
+        if self.in_flight and self.in_flight + count > self.limit:
+            return False
         self.in_flight += count
         self.total += count
-        self.peak = max(self.peak, self.in_flight)
+        if self.in_flight > self.peak:
+            self.peak = self.in_flight
+        return True
 
-    def end(self, count: int) -> None:
+    async def acquire(self, count: int = 1) -> None:
+        """Take ``count`` units, waiting while the bound is full."""
+        while not self.try_acquire(count):
+            event = anyio.Event()
+            self._waiters.append(event)
+            try:
+                await event.wait()
+            except BaseException:
+                if event in self._waiters:
+                    self._waiters.remove(event)
+                elif self._waiters:  # woken and cancelled: pass the wake-up on
+                    self._waiters.pop(0).set()
+                raise
+
+    def release(self, count: int = 1) -> None:
+        """Give ``count`` units back and wake one waiter."""
         self.in_flight -= count
+        if self._waiters:
+            self._waiters.pop(0).set()
 
 
 def describe_dataset_kind(dataset: Any) -> str:
@@ -67,17 +117,32 @@ def describe_dataset_kind(dataset: Any) -> str:
     )
 
 
-def make_batch_reader(dataset: Any, max_inflight_reads: int, counter: ReadCounter) -> BatchReader:
+def is_in_memory(dataset: Any) -> bool:
+    """Whether a sync dataset is read on the event loop's thread, without a thread hop.
+
+    True for lists, tuples and numpy arrays, and for any dataset whose ``in_memory``
+    attribute is true (declare it on datasets whose reads never block).
+    """
+    if isinstance(dataset, (list, tuple, np.ndarray)):
+        return True
+    return getattr(dataset, "in_memory", False) is True
+
+
+def make_batch_reader(
+    dataset: Any, bound: ReadBound, threads: ChunkRunner | None, chunks: int
+) -> BatchReader:
     """A coroutine function reading the samples of a plan, in slot order."""
     kind = describe_dataset_kind(dataset)
     if kind == "batched":
-        return _batched_reader(dataset, counter)
+        return _batched_reader(dataset, bound)
     if kind == "async":
-        return _async_reader(dataset, anyio.CapacityLimiter(max_inflight_reads), counter)
+        return _async_reader(dataset, bound)
     getter = getattr(dataset, "get_sample", None)
     if not callable(getter):
         getter = dataset.__getitem__
-    return _thread_reader(getter, anyio.CapacityLimiter(max_inflight_reads), counter)
+    if is_in_memory(dataset):
+        return _inline_reader(getter, bound)
+    return _thread_reader(getter, bound, threads, chunks)
 
 
 def _check_count(plan: BatchPlan, samples: Sequence[Any]) -> list[Any]:
@@ -89,81 +154,193 @@ def _check_count(plan: BatchPlan, samples: Sequence[Any]) -> list[Any]:
     return list(samples)
 
 
-def _batched_reader(dataset: Any, counter: ReadCounter) -> BatchReader:
+def _batched_reader(dataset: Any, bound: ReadBound) -> BatchReader:
     async def read(plan: BatchPlan) -> list[Any]:
-        counter.begin(plan.size)
+        await bound.acquire(plan.size)
         try:
             samples = await dataset.get_samples(plan.indices.tolist())
         except Exception as error:
             add_slot_note(error, plan, None)
             raise
         finally:
-            counter.end(plan.size)
+            bound.release(plan.size)
         return _check_count(plan, samples)
 
     return read
 
 
-def _async_reader(
-    dataset: Any, limiter: anyio.CapacityLimiter, counter: ReadCounter
-) -> BatchReader:
+# -- async get_sample ----------------------------------------------------------------------
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """Go on awaiting ``coro``, which was started with ``send(None)`` and yielded ``yielded``.
+
+    Every value is passed through to the event loop unchanged, so this works on any
+    backend; the coroutine stays in the task that started it.
+    """
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as error:  # cancellation and the like: the coroutine decides
+            try:
+                yielded = coro.throw(error)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
+class _BatchRead:
+    """The shared state of one batch's concurrent reads: next slot, results, errors."""
+
+    __slots__ = ("errors", "group", "indices", "next_slot", "plan", "samples")
+
+    def __init__(self, plan: BatchPlan, indices: list[int], samples: list[Any]) -> None:
+        self.plan = plan
+        self.indices = indices
+        self.samples = samples
+        self.next_slot = 0
+        self.errors: dict[int, BaseException] = {}
+        self.group: Any = None
+
+
+def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
     get_sample = dataset.get_sample
+
+    async def runner(batch: _BatchRead) -> None:
+        """Read the next free slots one after the other, in this task, until none is left.
+
+        A read that completes without waiting costs a coroutine and nothing else. When a
+        read waits, a new runner is started to go on with the next slots meanwhile, so the
+        number of tasks follows the number of reads in flight.
+        """
+        indices = batch.indices
+        samples = batch.samples
+        count = len(indices)
+        while batch.next_slot < count:
+            if not bound.try_acquire():
+                await bound.acquire()
+                if batch.next_slot >= count:
+                    bound.release()
+                    return
+            slot = batch.next_slot
+            batch.next_slot = slot + 1
+            coro = get_sample(indices[slot])
+            try:
+                try:
+                    yielded = coro.send(None)
+                except StopIteration as done:
+                    samples[slot] = done.value
+                    continue
+                if batch.next_slot < count:
+                    batch.group.start_soon(runner, batch)
+                samples[slot] = await _resume(coro, yielded)
+            except Exception as error:
+                add_slot_note(error, batch.plan, slot)
+                batch.errors[slot] = error
+                raise
+            finally:
+                bound.release()
 
     async def read(plan: BatchPlan) -> list[Any]:
         indices = plan.indices.tolist()
-        samples: list[Any] = [None] * len(indices)
-
-        async def read_one(slot: int) -> None:
-            async with limiter:
-                counter.begin(1)
-                try:
-                    samples[slot] = await get_sample(indices[slot])
-                except Exception as error:
-                    add_slot_note(error, plan, slot)
-                    raise
-                finally:
-                    counter.end(1)
-
-        if len(indices) == 1:
-            await read_one(0)
-            return samples
+        batch = _BatchRead(plan, indices, [None] * len(indices))
         try:
+            # The group exists before any read starts, so a read that waits stays inside
+            # the same cancel scopes from start to end (trio checks it).
             async with anyio.create_task_group() as group:
-                for slot in range(len(indices)):
-                    group.start_soon(read_one, slot)
+                batch.group = group
+                await runner(batch)
         except BaseExceptionGroup as group_error:
-            raise _first_error(group_error) from None
-        return samples
+            raise _first_error(batch, group_error) from None
+        return batch.samples
 
     return read
 
 
-def _first_error(group_error: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first leaf of an exception group (a failed read), so errors keep their type."""
+def _first_error(
+    batch: _BatchRead, group_error: BaseExceptionGroup[BaseException]
+) -> BaseException:
+    """The failed read of the lowest slot, so errors keep their type and are deterministic."""
+    if batch.errors:
+        return batch.errors[min(batch.errors)]
     error: BaseException = group_error
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
     return error
 
 
+# -- sync get_sample / __getitem__ --------------------------------------------------------------
+def _read_chunk(getter: Callable[[int], Any], plan: BatchPlan, first: int, last: int) -> list[Any]:
+    indices = plan.indices[first:last].tolist()
+    samples = []
+    for offset, index in enumerate(indices):
+        try:
+            sample = getter(index)
+        except Exception as error:
+            add_slot_note(error, plan, first + offset)
+            raise
+        if inspect.iscoroutine(sample):
+            sample.close()
+            raise TypeError(
+                "a sync dataset's get_sample/__getitem__ must return a sample but "
+                f"{getattr(getter, '__qualname__', getter)!r} returned a coroutine; "
+                "declare get_sample with async def"
+            )
+        samples.append(sample)
+    return samples
+
+
+def _inline_reader(getter: Callable[[int], Any], bound: ReadBound) -> BatchReader:
+    async def read(plan: BatchPlan) -> list[Any]:
+        bound.total += plan.size
+        return _read_chunk(getter, plan, 0, plan.size)
+
+    return read
+
+
 def _thread_reader(
-    getter: Callable[[int], Any], limiter: anyio.CapacityLimiter, counter: ReadCounter
+    getter: Callable[[int], Any], bound: ReadBound, threads: ChunkRunner | None, chunks: int
 ) -> BatchReader:
-    def read_all(plan: BatchPlan) -> list[Any]:
-        samples = []
-        for slot, index in enumerate(plan.indices.tolist()):
-            try:
-                samples.append(getter(index))
-            except Exception as error:
-                add_slot_note(error, plan, slot)
-                raise
-        return samples
+    limiter = anyio.CapacityLimiter(bound.limit)
 
     async def read(plan: BatchPlan) -> list[Any]:
-        counter.begin(plan.size)
+        size = plan.size
+        await bound.acquire(size)
         try:
-            return await anyio.to_thread.run_sync(read_all, plan, limiter=limiter)
+            if threads is None or chunks <= 1 or size < 2:
+                return await anyio.to_thread.run_sync(
+                    _read_chunk, getter, plan, 0, size, limiter=limiter
+                )
+            parts = min(chunks, size)
+            edges = [size * part // parts for part in range(parts + 1)]
+            results: list[list[Any]] = [[] for _ in range(parts)]
+            errors: dict[int, BaseException] = {}
+
+            async def read_part(part: int) -> None:
+                try:
+                    results[part] = await threads.run(
+                        _read_chunk, getter, plan, edges[part], edges[part + 1]
+                    )
+                except Exception as error:
+                    errors[part] = error
+                    raise
+
+            try:
+                async with anyio.create_task_group() as group:
+                    for part in range(parts):
+                        group.start_soon(read_part, part)
+            except BaseExceptionGroup:
+                if errors:
+                    raise errors[min(errors)] from None
+                raise
+            return [sample for part in results for sample in part]
         finally:
-            counter.end(plan.size)
+            bound.release(size)
 
     return read

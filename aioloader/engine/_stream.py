@@ -1,144 +1,101 @@
-"""A stream of batches for global steps ``[start, stop)``: the ring and the tasks that fill it.
+"""The consumer's handle on a stream of batches for global steps ``[start, stop)``.
 
 Preferred use is structured: ``async with loader.stream() as batches: async for ...``; the
-task group then lives in the consumer's task. A bare ``async for`` hosts the same task group
-in a background task of the running event loop, cancelled when the stream ends, is closed
-with ``aclose()``, or is garbage-collected.
+work then lives in a task group of the consumer's task. A bare ``async for`` hosts the same
+work in a background task of the running event loop. Either way the handle owns nothing
+that keeps the work alive: leaving the loop early (``break``, an exception, ``return``,
+garbage collection) cancels the work, releases every batch built ahead and ends its threads.
+
+Lifecycle (``BatchStream.state``)::
+
+    not started --first __anext__ / __aenter__--> running --end of range--> finished
+                                                    |  \\--error delivered--> failed
+                                                    \\--aclose()----------> closed
+
+``StopAsyncIteration`` only at the end of the range; after a failure or ``aclose()`` every
+``__anext__`` raises ``LoaderClosedError`` saying which. A cancelled ``__anext__`` leaves the
+stream running: the next call returns that same step.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
+import enum
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 import anyio.abc
-import sniffio
 
-from .._compat import add_note
-from ..core._plan import BatchPlan, plan_batch
-from ._build import build_batch
+from .._errors import LoaderClosedError
 from ._ring import PrefetchRing
+from ._work import StreamWork, Unbuilt
 
 if TYPE_CHECKING:
     from ._loader import DataLoader
 
 BatchT = TypeVar("BatchT")
-ResultT = TypeVar("ResultT")
 
 
-def _threadsafe_caller() -> Callable[[Callable[[], object]], object]:
-    """``call(fn)`` from any thread runs ``fn`` soon on the current event loop's thread."""
-    if sniffio.current_async_library() == "trio":
-        import trio
+class StreamState(enum.Enum):
+    """Where a ``BatchStream`` is in its life."""
 
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    import asyncio
-
-    return asyncio.get_running_loop().call_soon_threadsafe
-
-
-class BuildThreads:
-    """The stream's CPU threads: build jobs run back to back, each result wakes the loop.
-
-    Jobs queue in the executor, so a thread starts the next job as soon as it finishes one,
-    without a round trip through the event loop (as a ``CapacityLimiter`` would need).
-    A job that started always finishes: a cancelled caller still waits for it (shielded),
-    hands its result to ``discard`` (say, to release a pooled batch), then re-raises.
-    """
-
-    __slots__ = ("_call_soon", "_executor")
-
-    def __init__(self, workers: int) -> None:
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="aioloader-build")
-        self._call_soon = _threadsafe_caller()
-
-    async def run(
-        self,
-        function: Callable[..., ResultT],
-        *args: Any,
-        discard: Callable[[ResultT], object] | None = None,
-    ) -> ResultT:
-        """``function(*args)`` in a thread; the calling task waits without blocking the loop."""
-        done = anyio.Event()
-        call_soon = self._call_soon
-
-        def wake(_: Future[ResultT]) -> None:
-            call_soon(done.set)
-
-        future = self._executor.submit(function, *args)
-        future.add_done_callback(wake)
-        try:
-            await done.wait()
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await done.wait()
-            if discard is not None and future.exception() is None:
-                discard(future.result())
-            raise
-        return future.result()
-
-    def close(self) -> None:
-        """Let the threads exit (every job has been awaited) and join them."""
-        self._executor.shutdown(wait=True)
-
-
-class _Unbuilt:
-    """workers=0: a step planned and read ahead, built when the consumer takes it.
-
-    Reads still run ``prefetch`` steps ahead; collation waits for the consumer, so at most
-    the batch in hand and the one being built hold pooled buffers, which stay in cache.
-    """
-
-    __slots__ = ("plan", "samples")
-
-    def __init__(self, plan: BatchPlan, samples: list[Any]) -> None:
-        self.plan = plan
-        self.samples = samples
-
-
-def release_batch(batch: Any) -> None:
-    """Return a batch's pooled buffers if it has any (``batch.release()``)."""
-    release = getattr(batch, "release", None)
-    if callable(release):
-        release()
+    NOT_STARTED = "not started"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CLOSED = "closed"
 
 
 class BatchStream(Generic[BatchT]):
-    """Async iterator (and async context manager) over the batches of ``[start, stop)``."""
+    """Async iterator (and async context manager) over the batches of ``[start, stop)``.
 
-    def __init__(self, loader: DataLoader[Any, BatchT], start: int, stop: int | None) -> None:
+    Made by ``DataLoader.stream()`` and ``async for batch in loader``. When ``moves_cursor``
+    is true (the stream started at the loader's cursor), each delivered batch advances the
+    loader's resume cursor; an explicit range never does.
+    """
+
+    def __init__(
+        self,
+        loader: DataLoader[Any, BatchT],
+        start: int,
+        stop: int | None,
+        *,
+        moves_cursor: bool,
+    ) -> None:
         self._loader = loader
-        self._start = start
-        self._stop = stop
-        self._ring: PrefetchRing[BatchT] = PrefetchRing(loader.prefetch, start, stop, release_batch)
+        self._work: StreamWork[BatchT] = StreamWork(loader, start, stop)
+        self._state = StreamState.NOT_STARTED
+        self._moves_cursor = moves_cursor
+        self._failure: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
-        self._scope: anyio.CancelScope | None = None
-        self._host_done: anyio.Event | None = None
-        self._cancel_host: Callable[[], None] | None = None
-        self._cancel_host_soon: Callable[[], object] | None = None
-        self._started = False
-        self._finished = False
-        self._threads: BuildThreads | None = None
+
+    @property
+    def state(self) -> StreamState:
+        """Where the stream is in its life."""
+        return self._state
+
+    @property
+    def moves_cursor(self) -> bool:
+        """Whether delivered batches advance the loader's resume cursor."""
+        return self._moves_cursor
 
     @property
     def ring(self) -> PrefetchRing[BatchT]:
         """The prefetch ring (for statistics)."""
-        return self._ring
+        return self._work.ring
 
     # -- structured use ---------------------------------------------------------------
     async def __aenter__(self) -> BatchStream[BatchT]:
-        if self._started:
-            raise RuntimeError("a batch stream can be entered once, before it is iterated")
-        self._started = True
+        if self._state is not StreamState.NOT_STARTED:
+            raise RuntimeError(
+                f"a batch stream can be entered once, before it is iterated, but it is "
+                f"{self._state.value}"
+            )
+        self._state = StreamState.RUNNING
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
-        self._group.start_soon(self._fill)
+        self._group.start_soon(self._work.run)
         return self
 
     async def __aexit__(
@@ -148,14 +105,12 @@ class BatchStream(Generic[BatchT]):
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._group is not None
-        self._finish()
-        self._group.cancel_scope.cancel()
-        try:
-            # The group holds only background work, whose failures reach the consumer
-            # through the ring; the consumer's own exception propagates unchanged.
-            await self._group.__aexit__(None, None, None)
-        finally:
-            self._ring.close_nowait()
+        if self._state is StreamState.RUNNING:
+            self._state = StreamState.CLOSED
+        self._work.cancel()
+        # The group holds only background work, whose failures reach the consumer through
+        # the ring; the consumer's own exception propagates unchanged.
+        await self._group.__aexit__(None, None, None)
         return None
 
     # -- iteration --------------------------------------------------------------------
@@ -163,160 +118,57 @@ class BatchStream(Generic[BatchT]):
         return self
 
     async def __anext__(self) -> BatchT:
-        if not self._started:
-            self._started = True
-            self._spawn_host()
-        if self._finished:
-            raise StopAsyncIteration
-        stats = self._loader._stats
-        ring = self._ring
+        state = self._state
+        if state is not StreamState.RUNNING:
+            if state is StreamState.NOT_STARTED:
+                self._state = StreamState.RUNNING
+                self._work.spawn()
+            elif state is StreamState.FINISHED:
+                raise StopAsyncIteration
+            elif state is StreamState.FAILED:
+                raise LoaderClosedError(
+                    f"this batch stream failed ({self._failure}) and delivers nothing more; "
+                    "resume from loader.state_dict() with a new stream"
+                )
+            else:
+                raise LoaderClosedError("this batch stream was closed with aclose()")
+        work = self._work
+        loader = self._loader
+        stats = loader._stats
         started = time.perf_counter()
         try:
-            batch = await ring.take()
-            if isinstance(batch, _Unbuilt):
-                batch = self._build_now(batch)
+            batch = await work.ring.take()
+            if isinstance(batch, Unbuilt):
+                batch = work.build_now(batch)
         except StopAsyncIteration:
-            self._finish()
+            self._state = StreamState.FINISHED
+            work.cancel()
             raise
-        except BaseException:
-            self._finish()
+        except anyio.get_cancelled_exc_class():
+            raise  # the stream stays usable: the next call returns this same step
+        except Exception as error:
+            self._state = StreamState.FAILED
+            self._failure = f"{type(error).__name__} at global step {work.ring.next_to_take - 1}"
+            work.cancel()
             raise
         finally:
             stats.consumer_wait_seconds += time.perf_counter() - started
         stats.batches_delivered += 1
-        self._loader._cursor = ring.next_to_take
+        if self._moves_cursor:
+            loader._cursor = work.ring.next_to_take
         return batch
 
-    def _build_now(self, unbuilt: _Unbuilt) -> BatchT:
-        loader = self._loader
-        started = time.perf_counter()
-        batch = build_batch(unbuilt.plan, unbuilt.samples, loader.transform, loader.collator)
-        loader._stats.build_seconds += time.perf_counter() - started
-        loader._stats.batches_built += 1
-        return batch  # type: ignore[no-any-return]
-
     async def aclose(self) -> None:
-        """Stop the stream, cancel its work and wait until every task has ended."""
-        self._finish()
-        if self._host_done is not None:
-            await self._host_done.wait()
-
-    def _finish(self) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        self._ring.close_nowait()
-        if self._cancel_host is not None:
-            self._cancel_host()
+        """Stop the stream, cancel its work and wait until every task and thread has ended."""
+        if self._state in (StreamState.NOT_STARTED, StreamState.RUNNING):
+            self._state = StreamState.CLOSED
+        self._work.cancel()
+        if self._group is None:
+            await self._work.wait_ended()
 
     def __del__(self) -> None:
-        # Dropped mid-iteration (``break`` out of a bare ``async for``): cancel the host
-        # task from the event loop, whichever thread the garbage collector runs on.
-        if self._started and not self._finished and self._cancel_host_soon is not None:
-            self._finished = True
-            with contextlib.suppress(Exception):  # the loop may already be closed
-                self._cancel_host_soon()
-
-    # -- hosting for a bare ``async for`` --------------------------------------------------
-    def _spawn_host(self) -> None:
-        self._host_done = anyio.Event()
-        scope = anyio.CancelScope()
-        self._scope = scope
-        ring, done = self._ring, self._host_done
-        fill = self._fill
-
-        async def host() -> None:
-            try:
-                with scope:
-                    await fill()
-            finally:
-                if scope.cancel_called:
-                    ring.close_nowait()  # releases batches built but never taken
-                done.set()
-
-        self._cancel_host = scope.cancel
-        library = sniffio.current_async_library()
-        if library == "trio":
-            import trio
-
-            token = trio.lowlevel.current_trio_token()
-            trio.lowlevel.spawn_system_task(host, name="aioloader-stream")
-            self._cancel_host_soon = functools.partial(token.run_sync_soon, scope.cancel)
-        else:
-            import asyncio
-
-            loop = asyncio.get_running_loop()
-            task = loop.create_task(host(), name="aioloader-stream")
-            self._keep_alive = task
-            self._cancel_host_soon = functools.partial(loop.call_soon_threadsafe, scope.cancel)
-
-    # -- the work ---------------------------------------------------------------------
-    async def _fill(self) -> None:
-        ring = self._ring
-        builders = self._loader.prefetch
-        if self._stop is not None:
-            builders = max(1, min(builders, self._stop - self._start))
-        if self._loader.workers > 0:
-            self._threads = BuildThreads(self._loader.workers)
-        try:
-            async with anyio.create_task_group() as group:
-                for _ in range(builders):
-                    group.start_soon(self._builder)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except BaseException as error:  # a bug in the engine: hand it to the consumer
-            ring.fail_nowait(error)
-        finally:
-            if self._threads is not None:
-                self._threads.close()
-                self._threads = None  # the stream may outlive its work (statistics())
-
-    async def _builder(self) -> None:
-        ring = self._ring
-        while True:
-            step = await ring.claim()
-            if step is None:
-                return
-            try:
-                batch = await self._build_step(step)
-            except anyio.get_cancelled_exc_class():
-                ring.abandon_nowait()
-                raise
-            except Exception as error:
-                ring.fill_nowait(step, None, error)
-            else:
-                ring.fill_nowait(step, batch)
-
-    async def _build_step(self, step: int) -> BatchT:
-        loader = self._loader
-        stats = loader._stats
-        plan = await self._plan(step)
-        read_started = time.perf_counter()
-        samples = await loader._read(plan)
-        build_started = time.perf_counter()
-        stats.read_seconds += build_started - read_started
-        threads = self._threads
-        if threads is None:
-            return cast(BatchT, _Unbuilt(plan, samples))
-        batch = await threads.run(
-            build_batch,
-            plan,
-            samples,
-            loader.transform,
-            loader.collator,
-            discard=release_batch,
-        )
-        stats.build_seconds += time.perf_counter() - build_started
-        stats.batches_built += 1
-        return batch  # type: ignore[no-any-return]
-
-    async def _plan(self, step: int) -> BatchPlan:
-        loader = self._loader
-        try:
-            threads = self._threads
-            if threads is not None:
-                return await threads.run(plan_batch, loader.sampler, loader.seed, step)
-            return plan_batch(loader.sampler, loader.seed, step)
-        except Exception as error:
-            add_note(error, f"aioloader: while planning global step {step}")
-            raise
+        # Dropped mid-iteration (``break`` out of a bare ``async for``): cancel the work
+        # (posted to its event loop when the garbage collector runs on another thread).
+        work = getattr(self, "_work", None)
+        if work is not None and getattr(self, "_state", None) is StreamState.RUNNING:
+            work.cancel()

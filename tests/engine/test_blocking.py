@@ -30,7 +30,10 @@ def test_sync_iteration_gives_the_same_batches(backend: str) -> None:
     loader = make_loader(workers=2)
     batches = list(loader.iter_sync(0, 12, backend=backend))
     assert digests(batches) == reference_digests(37, 5, 0, 12)
-    assert loader.next_step == 12
+    assert loader.next_step == 0  # an explicit range leaves the resume cursor alone
+    batches = list(loader.iter_sync(stop=12, backend=backend))
+    assert digests(batches) == reference_digests(37, 5, 0, 12)
+    assert loader.next_step == 12  # start=None: cursor-driven
 
 
 def test_for_loop_yields_one_epoch_and_advances() -> None:

@@ -9,6 +9,7 @@ import anyio
 import numpy as np
 import pytest
 
+from aioloader import LoaderClosedError
 from aioloader.core import SampleRng, SequentialSampler, ShuffledSampler, digest_batch, plan_batch
 from aioloader.engine import DataLoader
 from aioloader.testing import FailingDataset, MemoryDataset, SlowDataset, StackCollator
@@ -107,7 +108,7 @@ async def test_stream_ends_after_error_without_context_manager() -> None:
     assert got == [0, 1]
     with pytest.raises(OSError, match="index 9"):
         await stream.__anext__()
-    with pytest.raises(StopAsyncIteration):
+    with pytest.raises(LoaderClosedError, match=r"failed \(OSError at global step 2\)"):
         await stream.__anext__()
     await stream.aclose()
 
@@ -139,7 +140,14 @@ async def test_epoch_iteration_advances_the_cursor_and_state_resumes() -> None:
     first_epoch = [b async for b in loader]
     assert [b.global_step for b in first_epoch] == list(range(8))
     state = loader.state_dict()
-    assert state == {"version": 1, "seed": SEED, "next_step": 8}
+    assert {k: state[k] for k in ("version", "seed", "next_step")} == {
+        "version": 2,
+        "seed": SEED,
+        "next_step": 8,
+    }
+    assert state["stream"] == (
+        "ShuffledSampler(n=37, batch_size=5, drop_last=False) over a dataset of 37 items"
+    )
     partial = []
     async for batch in loader:
         partial.append(batch)
@@ -177,7 +185,8 @@ async def test_sync_dataset_is_read_in_threads() -> None:
 
 async def test_statistics_count_deliveries() -> None:
     loader = make_loader(workers=1, prefetch=4)
-    await collect(loader, 0, 9)
+    async with loader.stream(stop=9) as batches:
+        assert len([batch async for batch in batches]) == 9
     stats = loader.statistics()
     assert stats.batches_delivered == 9
     assert stats.batches_built >= 9
@@ -229,7 +238,7 @@ async def test_cancelling_the_consumer_leaves_nothing_running() -> None:
 def test_constructor_rejects_bad_arguments() -> None:
     dataset = MemoryDataset(make_samples(4))
     sampler = SequentialSampler(4, 2)
-    with pytest.raises(ValueError, match=r"^prefetch must be an integer >= 1 but got 0$"):
+    with pytest.raises(ValueError, match=r"^prefetch must be an integer in \[1, 65536\] but"):
         DataLoader(dataset, sampler, StackCollator(), seed=0, prefetch=0)
     with pytest.raises(ValueError, match=r"^workers must be an integer >= 0 but got -1$"):
         DataLoader(dataset, sampler, StackCollator(), seed=0, workers=-1)

@@ -1,0 +1,68 @@
+"""The build threads of one stream, and calling back into the event loop from them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import anyio
+import sniffio
+
+ResultT = TypeVar("ResultT")
+
+
+def threadsafe_caller() -> Callable[[Callable[[], object]], object]:
+    """``call(fn)`` from any thread runs ``fn`` soon on the current event loop's thread."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    import asyncio
+
+    return asyncio.get_running_loop().call_soon_threadsafe
+
+
+class BuildThreads:
+    """The stream's CPU threads: build jobs run back to back, each result wakes the loop.
+
+    Jobs queue in the executor, so a thread starts the next job as soon as it finishes one,
+    without a round trip through the event loop (as a ``CapacityLimiter`` would need).
+    A job that started always finishes: a cancelled caller still waits for it (shielded),
+    hands its result to ``discard`` (say, to release a pooled batch), then re-raises.
+    """
+
+    __slots__ = ("_call_soon", "_executor")
+
+    def __init__(self, workers: int) -> None:
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="aioloader-build")
+        self._call_soon = threadsafe_caller()
+
+    async def run(
+        self,
+        function: Callable[..., ResultT],
+        *args: Any,
+        discard: Callable[[ResultT], object] | None = None,
+    ) -> ResultT:
+        """``function(*args)`` in a thread; the calling task waits without blocking the loop."""
+        done = anyio.Event()
+        call_soon = self._call_soon
+
+        def wake(_: Future[ResultT]) -> None:
+            call_soon(done.set)
+
+        future = self._executor.submit(function, *args)
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await done.wait()
+            if discard is not None and future.exception() is None:
+                discard(future.result())
+            raise
+        return future.result()
+
+    def close(self) -> None:
+        """Let the threads exit (every job has been awaited) and join them."""
+        self._executor.shutdown(wait=True)

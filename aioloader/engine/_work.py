@@ -1,0 +1,217 @@
+"""The work behind one stream: the ring, the builders that fill it, its threads and reads.
+
+A ``StreamWork`` never refers to the consumer's handle (``BatchStream``), so dropping the
+handle lets it be collected, and its ``__del__`` cancels the work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+import anyio
+import sniffio
+
+from .._compat import add_note
+from ..core._plan import BatchPlan
+from ._build import build_batch
+from ._reads import BatchReader, ReadBound, make_batch_reader
+from ._ring import PrefetchRing
+from ._threads import BuildThreads
+
+if TYPE_CHECKING:
+    from ._loader import DataLoader
+
+BatchT = TypeVar("BatchT")
+logger = logging.getLogger("aioloader")
+
+
+class Unbuilt:
+    """workers=0: a step planned and read ahead, built when the consumer takes it.
+
+    Reads still run ``prefetch`` steps ahead; collation waits for the consumer, so at most
+    the batch in hand and the one being built hold pooled buffers, which stay in cache.
+    """
+
+    __slots__ = ("plan", "samples")
+
+    def __init__(self, plan: BatchPlan, samples: list[Any]) -> None:
+        self.plan = plan
+        self.samples = samples
+
+
+def release_batch(batch: Any) -> None:
+    """Return a batch's pooled buffers if it has any (``batch.release()``)."""
+    release = getattr(batch, "release", None)
+    if callable(release):
+        release()
+
+
+class StreamWork(Generic[BatchT]):
+    """Builds the steps ``[start, stop)`` into a prefetch ring until finished or cancelled."""
+
+    def __init__(self, loader: DataLoader[Any, BatchT], start: int, stop: int | None) -> None:
+        self.loader = loader
+        self.ring: PrefetchRing[BatchT] = PrefetchRing(loader.prefetch, start, stop, release_batch)
+        self.bound = ReadBound(loader.max_inflight_reads)
+        self._start = start
+        self._stop = stop
+        self._scope: anyio.CancelScope | None = None
+        self._cancelled = False
+        self._threads: BuildThreads | None = None
+        self._read: BatchReader | None = None
+        self._loop_thread: int | None = None
+        self._call_soon: Callable[[Callable[[], object]], object] | None = None
+        self._ended: anyio.Event | None = None
+        self.running = False
+
+    # -- control ------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop claiming steps, release every batch built ahead, cancel the builders.
+
+        Safe from any thread: from another thread the cancellation is posted to the loop.
+        """
+        if self._loop_thread is None or threading.get_ident() == self._loop_thread:
+            self._cancelled = True
+            self.ring.close_nowait()
+            if self._scope is not None:
+                self._scope.cancel()
+        elif self._call_soon is not None:
+            with contextlib.suppress(RuntimeError):  # a closed loop runs nothing any more
+                self._call_soon(self.cancel)
+
+    async def wait_ended(self) -> None:
+        """Wait until the builders, their reads and threads have all ended."""
+        if self._ended is not None:
+            await self._ended.wait()
+
+    # -- hosting ----------------------------------------------------------------------------
+    def spawn(self) -> None:
+        """Run the work in a background task of the running event loop (bare ``async for``)."""
+        self._prepare()
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            trio.lowlevel.spawn_system_task(self.run, name="aioloader-stream")
+        else:
+            import asyncio
+
+            self._task = asyncio.get_running_loop().create_task(self.run(), name="aioloader-stream")
+
+    def _prepare(self) -> None:
+        if self._ended is None:
+            self._ended = anyio.Event()
+            self._scope = anyio.CancelScope()
+            if self._cancelled:
+                self._scope.cancel()
+            self._loop_thread = threading.get_ident()
+            from ._threads import threadsafe_caller
+
+            self._call_soon = threadsafe_caller()
+
+    async def run(self) -> None:
+        """Fill the ring until the stop step, a failure or cancellation."""
+        self._prepare()
+        loader = self.loader
+        ring = self.ring
+        self.running = True
+        loader._works.add(self)
+        assert self._scope is not None
+        try:
+            with self._scope:
+                builders = loader.prefetch
+                if self._stop is not None:
+                    builders = max(1, min(builders, self._stop - self._start))
+                if loader.workers > 0:
+                    self._threads = BuildThreads(loader.workers)
+                self._read = make_batch_reader(
+                    loader.dataset, self.bound, self._threads, loader.workers
+                )
+                async with anyio.create_task_group() as group:
+                    for _ in range(builders):
+                        group.start_soon(self._builder)
+        except Exception as error:  # a bug in the engine: hand it to the consumer
+            logger.exception("aioloader: a stream's engine failed", exc_info=error)
+            ring.fail_nowait(error)
+        finally:
+            if self._scope.cancel_called:
+                ring.close_nowait()  # releases batches built but never taken
+            if self._threads is not None:
+                self._threads.close()
+                self._threads = None
+            self._read = None
+            self.running = False
+            loader._works.discard(self)
+            loader._reads_total += self.bound.total
+            self.bound.total = 0
+            assert self._ended is not None
+            self._ended.set()
+
+    # -- building ---------------------------------------------------------------------------
+    async def _builder(self) -> None:
+        ring = self.ring
+        while True:
+            step = await ring.claim()
+            if step is None:
+                return
+            try:
+                batch = await self._build_step(step)
+            except anyio.get_cancelled_exc_class():
+                ring.abandon_nowait()
+                raise
+            except Exception as error:
+                logger.debug("aioloader: global step %d failed", step, exc_info=error)
+                ring.fill_nowait(step, None, error)
+            else:
+                ring.fill_nowait(step, batch)
+
+    async def _build_step(self, step: int) -> BatchT:
+        loader = self.loader
+        stats = loader._stats
+        plan = await self._plan(step)
+        read_started = time.perf_counter()
+        assert self._read is not None
+        samples = await self._read(plan)
+        build_started = time.perf_counter()
+        stats.read_seconds += build_started - read_started
+        threads = self._threads
+        if threads is None:
+            return cast(BatchT, Unbuilt(plan, samples))
+        batch = await threads.run(
+            build_batch,
+            plan,
+            samples,
+            loader.transform,
+            loader.collator,
+            loader._takes_rng,
+            discard=release_batch,
+        )
+        stats.build_seconds += time.perf_counter() - build_started
+        stats.batches_built += 1
+        return batch  # type: ignore[no-any-return]
+
+    async def _plan(self, step: int) -> BatchPlan:
+        loader = self.loader
+        try:
+            threads = self._threads
+            if threads is not None:
+                return await threads.run(loader._plan, step)
+            return loader._plan(step)
+        except Exception as error:
+            add_note(error, f"aioloader: while planning global step {step}")
+            raise
+
+    def build_now(self, unbuilt: Unbuilt) -> BatchT:
+        """Build a step read ahead with ``workers=0``, in the consumer's task."""
+        loader = self.loader
+        started = time.perf_counter()
+        batch = build_batch(
+            unbuilt.plan, unbuilt.samples, loader.transform, loader.collator, loader._takes_rng
+        )
+        loader._stats.build_seconds += time.perf_counter() - started
+        loader._stats.batches_built += 1
+        return batch  # type: ignore[no-any-return]
