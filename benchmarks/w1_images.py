@@ -1,4 +1,4 @@
-"""W1: the spec's line images (section 7) through every loader, and two floors.
+"""W1: synthetic line images (docs/benchmarks.md) through every loader, and two floors.
 
 2,048 images ``[1, 32, W]`` with W uniform in 64..256 (``aioloader.testing.line_images``),
 batch 128, width multiple 4, ``GainOffset()`` per image (rng stream 1), ``ShuffledSampler``.

@@ -3,7 +3,7 @@
 ``GainOffset`` is usable per sample, ``augment(scratch, rng)``, and over a whole padded
 batch, ``augment_batch(images, widths, rng)``, with bit-identical results: the same draws
 (``batch_normals`` computes every lane's at once) and the same float32 operation order.
-``gray8_to_planar`` and ``rgb8_to_planar`` follow spec section 6 exactly.
+``gray8_to_planar`` and ``rgb8_to_planar`` follow docs/contract.md, "Pixel helpers", exactly.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A thread-safe pool of numpy buffers and batch objects (spec section 5, "Memory").
+"""A thread-safe pool of numpy buffers and batch objects (docs/contract.md, "Memory").
 
 Buffers come from power-of-two byte size classes: a request for ``n`` bytes is served by a
 raw buffer of ``max(64, 2^ceil(log2 n))`` bytes, handed out as a view of the asked shape and

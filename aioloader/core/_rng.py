@@ -1,7 +1,8 @@
-"""SplitMix64 random numbers and key derivation (spec section 2, SPEC-NOTES "Random numbers").
+"""SplitMix64 random numbers and key derivation (docs/contract.md, "Random numbers").
 
 Scalar forms work on Python ints; array forms work on ``numpy.uint64`` arrays, whose
-arithmetic wraps modulo 2^64 exactly as the spec requires. Both agree bit for bit.
+arithmetic wraps modulo 2^64 exactly as the contract requires. Both agree bit for bit.
+The stream ids (the last argument of ``derive``) are registered in ``RngStream``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Samplers: pure functions ``indices(seed, epoch, step) -> int64 array`` (spec section 3).
+"""Samplers: pure functions ``indices(seed, epoch, step) -> int64 array`` (docs/samplers.md).
 
 Every sampler is immutable after construction and safe to call from any thread.
 """
@@ -271,7 +271,7 @@ def _mul_high_low(
 
 
 class BucketedSampler:
-    """Batches of similar length in a random order (spec "Bucketed"; always drop-last).
+    """Batches of similar length in a random order (docs/samplers.md; always drop-last).
 
     For epoch ``e`` the first ``S*B`` positions of a keyed shuffle are cut into pools of
     ``B * pool_batches``, each pool sorted by ``(length << 32) | index``, cut into batches,
