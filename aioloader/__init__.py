@@ -1,8 +1,17 @@
 """aioloader: a deterministic, resumable, asyncio-native data loader for ML training.
 
 The batch at global step ``g`` is a pure function of ``(seed, g)``, the dataset, the
-sampler's arguments, the transform and the collator.
+sampler's arguments, the transform and the collator (docs/contract.md).
+
+This module holds what loaders are built with: the loader, samplers, collators, batch
+types, sources, the protocols they meet and the errors. The primitives underneath (random
+numbers, permutations, batch plans, pixel and packing helpers, digests) live in
+``aioloader.core``. Sources that need obstore or aiofiles are imported on first use.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ._errors import AioloaderError as AioloaderError
 from ._errors import BufferReleasedError as BufferReleasedError
@@ -11,8 +20,11 @@ from ._errors import LoaderClosedError as LoaderClosedError
 from ._errors import MalformedShardError as MalformedShardError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import SourceError as SourceError
+from ._protocols import BatchedDataset as BatchedDataset
+from ._protocols import Collator as Collator
+from ._protocols import Dataset as Dataset
+from ._protocols import SyncDataset as SyncDataset
 from .core import BatchAugmentation as BatchAugmentation
-from .core import BatchPlan as BatchPlan
 from .core import BatchRng as BatchRng
 from .core import BucketedSampler as BucketedSampler
 from .core import BufferPool as BufferPool
@@ -25,11 +37,8 @@ from .core import MixingSampler as MixingSampler
 from .core import PackCollator as PackCollator
 from .core import PackedBatch as PackedBatch
 from .core import PackedSampler as PackedSampler
-from .core import PackedSequences as PackedSequences
-from .core import Packing as Packing
 from .core import PadCollator as PadCollator
 from .core import PaddedBatch as PaddedBatch
-from .core import PaddingReport as PaddingReport
 from .core import PoolStatistics as PoolStatistics
 from .core import RankSlice as RankSlice
 from .core import Sampler as Sampler
@@ -39,54 +48,51 @@ from .core import ShuffledSampler as ShuffledSampler
 from .core import TreeBatch as TreeBatch
 from .core import TreeCollator as TreeCollator
 from .core import default_collate as default_collate
-from .core import derive as derive
-from .core import derive_slots as derive_slots
-from .core import digest_batch as digest_batch
-from .core import digest_stream as digest_stream
-from .core import first_fit_decreasing as first_fit_decreasing
-from .core import gray8_to_planar as gray8_to_planar
-from .core import keyed_permutation as keyed_permutation
-from .core import keyed_permutation_array as keyed_permutation_array
-from .core import mix as mix
-from .core import mix_array as mix_array
-from .core import pack_lengths as pack_lengths
-from .core import pack_sequences as pack_sequences
-from .core import pad_sequences as pad_sequences
-from .core import padding_report as padding_report
-from .core import plan_batch as plan_batch
-from .core import rgb8_to_planar as rgb8_to_planar
-from .core import split_global_step as split_global_step
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
 from .engine import LoaderStatistics as LoaderStatistics
-from .sources import LocalFiles as LocalFiles
-from .sources import ObjectStore as ObjectStore
 from .sources import RetryPolicy as RetryPolicy
 from .sources import Stream as Stream
-from .sources import TarShards as TarShards
 from .sources import decode_bytes as decode_bytes
 from .sources import decode_npy as decode_npy
 
+if TYPE_CHECKING:
+    from .sources import LocalFiles as LocalFiles
+    from .sources import ObjectStore as ObjectStore
+    from .sources import TarShards as TarShards
+
 __version__ = "0.1.0"
 
+_LAZY_SOURCES = frozenset({"LocalFiles", "ObjectStore", "TarShards"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY_SOURCES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import sources
+
+    value = getattr(sources, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = (
-    "LocalFiles",
-    "ObjectStore",
-    "RetryPolicy",
-    "Stream",
-    "TarShards",
-    "decode_bytes",
-    "decode_npy",
     "AioloaderError",
     "BatchAugmentation",
-    "BatchPlan",
     "BatchRng",
     "BatchStream",
+    "BatchedDataset",
     "BucketedSampler",
     "BufferPool",
     "BufferReleasedError",
     "CollateError",
+    "Collator",
     "DataLoader",
+    "Dataset",
     "DistributedSampler",
     "GainOffset",
     "ImageBatch",
@@ -94,42 +100,30 @@ __all__ = (
     "ImageSample",
     "LoaderClosedError",
     "LoaderStatistics",
+    "LocalFiles",
     "MalformedShardError",
     "MixingSampler",
     "ObjectNotFoundError",
+    "ObjectStore",
     "PackCollator",
     "PackedBatch",
     "PackedSampler",
-    "PackedSequences",
-    "Packing",
     "PadCollator",
     "PaddedBatch",
-    "PaddingReport",
     "PoolStatistics",
     "RankSlice",
+    "RetryPolicy",
     "SampleRng",
     "Sampler",
     "SequentialSampler",
     "ShuffledSampler",
     "SourceError",
+    "Stream",
+    "SyncDataset",
+    "TarShards",
     "TreeBatch",
     "TreeCollator",
+    "decode_bytes",
+    "decode_npy",
     "default_collate",
-    "derive",
-    "derive_slots",
-    "digest_batch",
-    "digest_stream",
-    "first_fit_decreasing",
-    "gray8_to_planar",
-    "keyed_permutation",
-    "keyed_permutation_array",
-    "mix",
-    "mix_array",
-    "pack_lengths",
-    "pack_sequences",
-    "pad_sequences",
-    "padding_report",
-    "plan_batch",
-    "rgb8_to_planar",
-    "split_global_step",
 )

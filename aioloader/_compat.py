@@ -24,4 +24,4 @@ def add_note(error: BaseException, note: str) -> None:
         notes.append(note)
 
 
-__all__ = ["BaseExceptionGroup", "add_note"]
+__all__ = ("BaseExceptionGroup", "add_note")

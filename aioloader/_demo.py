@@ -1,4 +1,4 @@
-"""The main job of the README: stream the spec's line-image workload and report."""
+"""The README's main job: stream the line-image workload (docs/benchmarks.md, W1), report."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class DemoResult:
 def make_demo_loader(
     *, seed: int, workers: int, prefetch: int, start_step: int = 0
 ) -> DataLoader[Any, Any]:
-    """The spec workload: 2,048 line images, batch 128, width multiple 4, gain and offset."""
+    """The W1 workload: 2,048 line images, batch 128, width multiple 4, gain and offset."""
     from .core._images import GainOffset, ImageBatchCollator
 
     return DataLoader(

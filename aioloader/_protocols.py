@@ -22,19 +22,20 @@ class Dataset(Protocol[SampleT_co]):
     """An indexable source of samples read asynchronously.
 
     ``get_sample`` must be safe to call concurrently and return the same sample for the
-    same index.
+    same index. The engine also reads a dataset that has a plain (synchronous)
+    ``get_sample``, in threads.
     """
 
     def __len__(self) -> int: ...
 
-    async def get_sample(self, index: int) -> SampleT_co: ...
+    async def get_sample(self, index: int, /) -> SampleT_co: ...
 
 
 @runtime_checkable
 class BatchedDataset(Dataset[SampleT_co], Protocol[SampleT_co]):
     """A dataset that can read many samples in one call (one batch's objects at once)."""
 
-    async def get_samples(self, indices: Sequence[int]) -> Sequence[SampleT_co]: ...
+    async def get_samples(self, indices: Sequence[int], /) -> Sequence[SampleT_co]: ...
 
 
 @runtime_checkable
@@ -43,7 +44,7 @@ class SyncDataset(Protocol[SampleT_co]):
 
     def __len__(self) -> int: ...
 
-    def __getitem__(self, index: int) -> SampleT_co: ...
+    def __getitem__(self, index: int, /) -> SampleT_co: ...
 
 
 class Collator(Protocol[SampleT_contra, BatchT_co]):
@@ -53,4 +54,4 @@ class Collator(Protocol[SampleT_contra, BatchT_co]):
     indices; ``plan.augment_keys()`` gives the per-slot keys of stream 1.
     """
 
-    def __call__(self, samples: Sequence[SampleT_contra], plan: BatchPlan) -> BatchT_co: ...
+    def __call__(self, samples: Sequence[SampleT_contra], plan: BatchPlan, /) -> BatchT_co: ...

@@ -1,4 +1,4 @@
-"""How many workers, and how noisy is a batch? The background text's models as helpers.
+"""How many workers, and how noisy is a batch? The textbook models as helpers.
 
 Fixed costs, no start-up time: a worker produces one batch every ``load`` seconds; the
 trainer consumes one every ``step`` seconds; at most ``prefetch`` batches wait ahead.

@@ -160,7 +160,7 @@ def line_images(
     max_width: int = 256,
     seed: int = 0,
 ) -> MemoryDataset[Any]:
-    """The spec's synthetic workload (section 7): ``count`` line images ``[1, height, W]``.
+    """The synthetic W1 workload (docs/benchmarks.md): ``count`` line images ``[1, height, W]``.
 
     Widths are uniform in ``[min_width, max_width]``; pixels, targets and labels come from
     ``numpy.random.default_rng(seed)``, so the same arguments give the same dataset.

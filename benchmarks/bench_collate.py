@@ -1,4 +1,4 @@
-"""Collation throughput on the spec workload (spec section 7), against plain copies.
+"""Collation throughput on the W1 line-image workload (docs/benchmarks.md), against plain copies.
 
 2,048 synthetic line images (C=1, H=32, widths 64..256, int32 CTC targets of 1..12
 labels, seeded), batch 128, width multiple 4, a gain-and-offset augmentation per image.

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python benchmarks/run.py`` (about 6 to 9 minutes on 2 cores) or
 ``aioloader bench``. ``--quick`` shrinks every workload for a smoke run (seconds).
 
 Workloads:
-- W1: the spec's line images (section 7): aioloader (workers 0, 1, 2; asyncio, uvloop),
+- W1: synthetic line images (docs/benchmarks.md): aioloader (workers 0, 1, 2; asyncio, uvloop),
   torch DataLoader (num_workers 0, 1, 2), SPDL 0.8 (1, 2 threads), Grain 0.2.18 (threads,
   processes), a hand-written numpy loop (the baseline) and two memory-copy floors.
 - W2: 2,048 objects of 64 KiB from SeaweedFS on loopback, direct and with 20 ms added per
@@ -39,7 +39,7 @@ import harness  # noqa: E402
 
 WORKLOADS = ("W1", "W1U", "W2", "W3", "W4")
 TITLES = {
-    "W1": "spec line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
+    "W1": "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
     "W1U": "the user's own code: W1's images, the user's transform and collate function in "
     "plain numpy, every loader running them (batch 128)",

@@ -1,4 +1,4 @@
-"""W1: the spec's line images (section 7) through every loader, and two floors.
+"""W1: synthetic line images (docs/benchmarks.md) through every loader, and two floors.
 
 2,048 images ``[1, 32, W]`` with W uniform in 64..256 (``aioloader.testing.line_images``),
 batch 128, width multiple 4, ``GainOffset()`` per image (rng stream 1), ``ShuffledSampler``.
@@ -40,6 +40,7 @@ from aioloader.core import (
     GainOffset,
     ImageBatch,
     ImageBatchCollator,
+    RngStream,
     ShuffledSampler,
     plan_batch,
 )
@@ -442,14 +443,14 @@ class HandWritten(System):
         b, n = cfg.batch, cfg.images
         epoch, step = divmod(g, cfg.steps_per_epoch)
         positions = np.arange(step * b, step * b + b, dtype=np.uint64)
-        order = _feistel(positions, n, _derive(SEED, epoch, 0, 0, 101)).tolist()
+        order = _feistel(positions, n, _derive(SEED, epoch, 0, 0, RngStream.SHUFFLE)).tolist()
         images = [self.images[i] for i in order]
         widths = [im.shape[2] for im in images]
         wp = -(-max(widths) // cfg.multiple) * cfg.multiple
         c, h = images[0].shape[0], images[0].shape[1]
-        # gain and offset: two normals per slot from derive(seed, e, s, slot, 1)
+        # gain and offset: two normals per slot from derive(seed, e, s, slot, AUGMENT)
         prefix = np.uint64(_prefix(SEED, epoch, step))
-        lanes = _mix_np(np.arange(b, dtype=np.uint64) + prefix) + np.uint64(1)
+        lanes = _mix_np(np.arange(b, dtype=np.uint64) + prefix) + np.uint64(RngStream.AUGMENT)
         states = _mix_np(lanes)
         draws = np.arange(24, dtype=np.uint64) * np.uint64(_GOLDEN)
         singles = (_mix_np(states[None, :] + draws[:, None]) >> np.uint64(40)).astype(np.float32)

@@ -136,8 +136,7 @@ class PlainLoop(System):
         yield self._run(stop)
 
     def _run(self, stop: int) -> Iterator[Any]:
-        from aioloader.core import derive
-        from aioloader.core._rng import STREAM_SHUFFLE
+        from aioloader.core import RngStream, derive
 
         cfg, data = self.cfg, self.images
         steps = cfg.steps_per_epoch
@@ -145,7 +144,7 @@ class PlainLoop(System):
         for g in range(stop):
             epoch, step = divmod(g, steps)
             if step == 0 or not order:
-                key = derive(SEED, epoch, 0, 0, STREAM_SHUFFLE)
+                key = derive(SEED, epoch, 0, 0, RngStream.SHUFFLE)
                 order = keyed_permutation_array(
                     np.arange(cfg.images, dtype=np.uint64), cfg.images, key
                 ).tolist()

@@ -1,4 +1,4 @@
-"""The quickstart: the spec's line images, shuffled, augmented, in an async loop."""
+"""The quickstart: synthetic line images, shuffled, augmented, in an async loop."""
 
 from __future__ import annotations
 

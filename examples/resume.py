@@ -6,7 +6,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from aioloader import DataLoader, ShuffledSampler, digest_batch
+from aioloader import DataLoader, ShuffledSampler
+from aioloader.core import digest_batch
 from aioloader.testing import MemoryDataset, StackCollator
 
 
@@ -19,7 +20,7 @@ def make_loader() -> DataLoader[int, object]:
 def main() -> None:
     checkpoint = Path(tempfile.mkdtemp()) / "loader.json"
     first = make_loader()
-    for _ in first.iter_sync(0, 25):  # "train" 25 steps, then save and "crash"
+    for _ in first.iter_sync(stop=25):  # "train" 25 steps from the cursor, save, "crash"
         pass
     checkpoint.write_text(json.dumps(first.state_dict()))
 

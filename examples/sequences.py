@@ -12,8 +12,8 @@ from aioloader import (
     PackedSampler,
     PadCollator,
     ShuffledSampler,
-    padding_report,
 )
+from aioloader.core import padding_report
 from aioloader.testing import MemoryDataset
 
 LENGTHS = [5, 23, 9, 31, 14, 7, 18, 4, 27, 11, 16, 8]

@@ -150,7 +150,7 @@ class Trainer:
 
     async def train(self, stop: int) -> None:
         """Train from the loader's cursor up to global step ``stop``."""
-        async with self.loader.stream(self.loader.next_step, stop) as batches:
+        async with self.loader.stream(stop=stop) as batches:  # from the cursor, moving it
             async for batch in batches:
                 with batch:  # the buffers go back to the pool after the step
                     # The step runs in a thread so the event loop keeps reading ahead.

@@ -1,4 +1,4 @@
-"""aioloader._tuning: the background text's "How many workers?" example."""
+"""aioloader._tuning: the worked "how many workers?" example (load 40 ms, step 15 ms)."""
 
 from __future__ import annotations
 

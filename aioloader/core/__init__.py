@@ -51,6 +51,7 @@ from ._sequences import pad_sequences as pad_sequences
 from ._sharding import DistributedSampler as DistributedSampler
 from ._sharding import RankSlice as RankSlice
 from ._sharding import batch_sizes_of as batch_sizes_of
+from ._streams import RngStream as RngStream
 from ._tree import TreeBatch as TreeBatch
 from ._tree import TreeCollator as TreeCollator
 from ._tree import default_collate as default_collate
@@ -80,6 +81,7 @@ __all__ = (
     "PoolStatistics",
     "PooledBatch",
     "RankSlice",
+    "RngStream",
     "SampleRng",
     "Sampler",
     "SequentialSampler",

@@ -3,7 +3,7 @@
 ``GainOffset`` is usable per sample, ``augment(scratch, rng)``, and over a whole padded
 batch, ``augment_batch(images, widths, rng)``, with bit-identical results: the same draws
 (``batch_normals`` computes every lane's at once) and the same float32 operation order.
-``gray8_to_planar`` and ``rgb8_to_planar`` follow spec section 6 exactly.
+``gray8_to_planar`` and ``rgb8_to_planar`` follow docs/contract.md, "Pixel helpers", exactly.
 """
 
 from __future__ import annotations
@@ -177,10 +177,4 @@ def rgb8_to_planar(
     return out
 
 
-__all__ = [
-    "BatchAugmentation",
-    "GainOffset",
-    "batch_normals",
-    "gray8_to_planar",
-    "rgb8_to_planar",
-]
+__all__ = ("BatchAugmentation", "GainOffset", "batch_normals", "gray8_to_planar", "rgb8_to_planar")

@@ -1,4 +1,4 @@
-"""Image batches (spec sections 4-5): ``ImageSample``, ``ImageBatch``, ``ImageBatchCollator``.
+"""``ImageSample``, ``ImageBatch``, ``ImageBatchCollator`` (docs/contract.md, "Image batches").
 
 ``ImageBatchCollator`` pads planar float32 images ``[C, H, W_i]`` to one ``[B, C, H, Wp]``
 batch drawn from a ``BufferPool``. An augmentation edits each sample in a contiguous scratch
@@ -143,7 +143,7 @@ Augmentation = Callable[[F32Array, SampleRng], None]
 
 
 class ImageBatchCollator:
-    """Collates ``ImageSample`` objects into an ``ImageBatch`` (spec section 4).
+    """Collates ``ImageSample`` objects into an ``ImageBatch`` (docs/contract.md, "Image batches").
 
     Args:
         width_multiple: ``Wp`` is the largest width rounded up to a multiple of this.
@@ -383,7 +383,7 @@ def _check_target(slot: int, indices: npt.NDArray[Any], target: Any) -> npt.NDAr
     return array
 
 
-__all__ = [
+__all__ = (
     "BatchAugmentation",
     "GainOffset",
     "ImageBatch",
@@ -391,4 +391,4 @@ __all__ = [
     "ImageSample",
     "gray8_to_planar",
     "rgb8_to_planar",
-]
+)

@@ -21,8 +21,7 @@ from ._pool import BatchField, BatchState, BufferPool, StepBatch
 from ._rng import _derive_unchecked
 from ._samplers import IndexArray, _check_position
 from ._sequences import _EMPTY, Int64Array, _as_arrays
-
-STREAM_PACK = 2
+from ._streams import RngStream
 
 
 class PackedSampler:
@@ -121,7 +120,7 @@ class PackedSampler:
                 self._cache.move_to_end(key)
                 return cached
         n = self._lengths.shape[0]
-        order_key = _derive_unchecked(seed, epoch, 0, 0, STREAM_PACK)
+        order_key = _derive_unchecked(seed, epoch, 0, 0, RngStream.PACK)
         keyed = keyed_permutation_array(np.arange(n, dtype=np.uint64), n, order_key)
         order = keyed.astype(np.int64)
         shuffled = pack_lengths(self._lengths[order], self._ctx, self._overflow)
@@ -134,7 +133,7 @@ class PackedSampler:
             shuffled.row_ptr,
             order[shuffled.dropped],
         )
-        place_key = _derive_unchecked(seed, epoch, 1, 0, STREAM_PACK)
+        place_key = _derive_unchecked(seed, epoch, 1, 0, RngStream.PACK)
         position = keyed_permutation_array(
             np.arange(self._rows, dtype=np.uint64), self._rows, place_key
         )
@@ -297,4 +296,4 @@ class PackCollator:
         return PackedBatch(state)
 
 
-__all__ = ["PackCollator", "PackedBatch", "PackedSampler"]
+__all__ = ("PackCollator", "PackedBatch", "PackedSampler")

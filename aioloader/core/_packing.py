@@ -356,12 +356,12 @@ def padding_report(
     return PaddingReport(strategy, real, slots, n, -(-n // batch))
 
 
-__all__ = [
-    "Packing",
+__all__ = (
     "PackedSequences",
+    "Packing",
     "PaddingReport",
     "first_fit_decreasing",
     "pack_lengths",
     "pack_sequences",
     "padding_report",
-]
+)

@@ -1,4 +1,4 @@
-"""Keyed Feistel permutation of ``[0, n)`` with cycle walking (SPEC-NOTES "Keyed permutation").
+"""Keyed Feistel permutation of ``[0, n)`` with cycle walking (docs/samplers.md).
 
 No table is built: ``perm(p)`` costs a few ``mix`` calls, for any ``n < 2^64``.
 """

@@ -8,8 +8,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ._check import u64
-from ._rng import STREAM_AUGMENT, STREAM_TRANSFORM, derive_slots
+from ._rng import derive_slots
 from ._samplers import IndexArray, Sampler
+from ._streams import RngStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +40,11 @@ class BatchPlan:
 
     def transform_keys(self) -> npt.NDArray[np.uint64]:
         """Per-slot keys of the loader transform (stream 0)."""
-        return self.rng_keys(STREAM_TRANSFORM)
+        return self.rng_keys(RngStream.TRANSFORM)
 
     def augment_keys(self) -> npt.NDArray[np.uint64]:
         """Per-slot keys of the collator augmentation (stream 1)."""
-        return self.rng_keys(STREAM_AUGMENT)
+        return self.rng_keys(RngStream.AUGMENT)
 
 
 def split_global_step(global_step: int, steps_per_epoch: int) -> tuple[int, int]:

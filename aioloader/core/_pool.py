@@ -1,4 +1,4 @@
-"""A thread-safe pool of numpy buffers and batch objects (spec section 5, "Memory").
+"""A thread-safe pool of numpy buffers and batch objects (docs/contract.md, "Memory").
 
 Buffers come from power-of-two byte size classes: a request for ``n`` bytes is served by a
 raw buffer of ``max(64, 2^ceil(log2 n))`` bytes, handed out as a view of the asked shape and
@@ -388,7 +388,7 @@ class StepBatch(PooledBatch[StateT]):
         return [(name, getattr(state, name)) for name in self.field_names()]
 
 
-__all__ = [
+__all__ = (
     "BatchField",
     "BatchState",
     "BufferPool",
@@ -396,4 +396,4 @@ __all__ = [
     "PooledBatch",
     "StepBatch",
     "size_class",
-]
+)

@@ -1,7 +1,8 @@
-"""SplitMix64 random numbers and key derivation (spec section 2, SPEC-NOTES "Random numbers").
+"""SplitMix64 random numbers and key derivation (docs/contract.md, "Random numbers").
 
 Scalar forms work on Python ints; array forms work on ``numpy.uint64`` arrays, whose
-arithmetic wraps modulo 2^64 exactly as the spec requires. Both agree bit for bit.
+arithmetic wraps modulo 2^64 exactly as the contract requires. Both agree bit for bit.
+The stream ids (the last argument of ``derive``) are registered in ``RngStream``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,6 @@ MIX_C1 = 0xBF58476D1CE4E5B9
 MIX_C2 = 0x94D049BB133111EB
 DERIVE_SALT = 0xD1B54A32D192ED03
 MASK64 = (1 << 64) - 1
-
-STREAM_TRANSFORM = 0
-STREAM_AUGMENT = 1
-STREAM_SHUFFLE = 101
-STREAM_MIXING = 102
-STREAM_BUCKET_ORDER = 103
-STREAM_BUCKET_PLACE = 104
 
 U64Array = npt.NDArray[np.uint64]
 

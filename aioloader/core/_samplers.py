@@ -1,4 +1,4 @@
-"""Samplers: pure functions ``indices(seed, epoch, step) -> int64 array`` (spec section 3).
+"""Samplers: pure functions ``indices(seed, epoch, step) -> int64 array`` (docs/samplers.md).
 
 Every sampler is immutable after construction and safe to call from any thread.
 """
@@ -27,15 +27,12 @@ from ._permutation import keyed_permutation_array
 from ._rng import (
     GOLDEN,
     MASK64,
-    STREAM_BUCKET_ORDER,
-    STREAM_BUCKET_PLACE,
-    STREAM_MIXING,
-    STREAM_SHUFFLE,
     SampleRng,
     _derive_unchecked,
     derive_slots,
     mix_array,
 )
+from ._streams import RngStream
 
 IndexArray = npt.NDArray[np.int64]
 INDEX_LIMIT = 1 << 63
@@ -158,7 +155,7 @@ class ShuffledSampler(_PositionalSampler):
         with self._lock:
             table = self._table
             if table is None or table[0] != seed or table[1] != epoch:
-                key = _derive_unchecked(seed, epoch, 0, 0, STREAM_SHUFFLE)
+                key = _derive_unchecked(seed, epoch, 0, 0, RngStream.SHUFFLE)
                 positions = np.arange(self._n, dtype=np.int64)
                 order = keyed_permutation_array(positions, self._n, key).astype(np.int64)
                 order.flags.writeable = False
@@ -172,7 +169,7 @@ class ShuffledSampler(_PositionalSampler):
             start = step_value * self._batch_size
             order = self._epoch_order(seed_value, epoch_value)
             return cast(IndexArray, order[start : start + self._batch_size].copy())
-        key = _derive_unchecked(seed_value, epoch_value, 0, 0, STREAM_SHUFFLE)
+        key = _derive_unchecked(seed_value, epoch_value, 0, 0, RngStream.SHUFFLE)
         return keyed_permutation_array(self._positions(step_value), self._n, key).astype(np.int64)
 
     def __getstate__(self) -> tuple[int, int, bool]:
@@ -264,7 +261,9 @@ class MixingSampler:
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)``: one independent draw per slot."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        states = derive_slots(seed_value, epoch_value, step_value, self._batch_size, STREAM_MIXING)
+        states = derive_slots(
+            seed_value, epoch_value, step_value, self._batch_size, RngStream.MIXING
+        )
         first = mix_array(states)
         u = (first >> np.uint64(11)).astype(np.float64) * 2.0**-53
         pick = np.searchsorted(self._bounds, u, side="right")
@@ -306,7 +305,7 @@ def _mul_high_low(
 
 
 class BucketedSampler:
-    """Batches of similar length in a random order (spec "Bucketed"; always drop-last).
+    """Batches of similar length in a random order (docs/samplers.md; always drop-last).
 
     For epoch ``e`` the first ``S*B`` positions of a keyed shuffle are cut into pools of
     ``B * pool_batches``, each pool sorted by ``(length << 32) | index``, cut into batches,
@@ -374,7 +373,7 @@ class BucketedSampler:
         n, batch, steps = int(self._lengths.shape[0]), self._batch_size, self._steps
         if steps == 0:
             raise ValueError("steps_per_epoch is 0 (fewer items than one batch)")
-        order_key = _derive_unchecked(seed, epoch, 0, 0, STREAM_BUCKET_ORDER)
+        order_key = _derive_unchecked(seed, epoch, 0, 0, RngStream.BUCKET_ORDER)
         order = keyed_permutation_array(np.arange(steps * batch, dtype=np.uint64), n, order_key)
         keys = (self._lengths[order].astype(np.uint64) << np.uint64(32)) | order
         pool = batch * self._pool_batches
@@ -383,7 +382,7 @@ class BucketedSampler:
             keys[:full] = np.sort(keys[:full].reshape(-1, pool), axis=1).ravel()
         keys[full:].sort()
         sorted_indices = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).reshape(steps, batch)
-        place_key = _derive_unchecked(seed, epoch, 1, 0, STREAM_BUCKET_PLACE)
+        place_key = _derive_unchecked(seed, epoch, 1, 0, RngStream.BUCKET_PLACE)
         step_of_batch = keyed_permutation_array(np.arange(steps, dtype=np.uint64), steps, place_key)
         plan = np.empty_like(sorted_indices)
         plan[step_of_batch.astype(np.int64)] = sorted_indices
@@ -418,10 +417,4 @@ def _check_lengths(lengths: Any) -> npt.NDArray[np.uint32]:
     return result
 
 
-__all__ = [
-    "BucketedSampler",
-    "MixingSampler",
-    "Sampler",
-    "SequentialSampler",
-    "ShuffledSampler",
-]
+__all__ = ("BucketedSampler", "MixingSampler", "Sampler", "SequentialSampler", "ShuffledSampler")

@@ -174,4 +174,4 @@ class PadCollator:
         return PaddedBatch(state)
 
 
-__all__ = ["PadCollator", "PaddedBatch", "pad_sequences"]
+__all__ = ("PadCollator", "PaddedBatch", "pad_sequences")

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._check import as_int, batch_size_arg, positive_int
 from ._permutation import keyed_permutation_array
-from ._rng import STREAM_SHUFFLE, _derive_unchecked
+from ._rng import _derive_unchecked
 from ._samplers import (
     INDEX_LIMIT,
     BucketedSampler,
@@ -33,6 +33,7 @@ from ._samplers import (
     _check_position,
     _PositionalSampler,
 )
+from ._streams import RngStream
 
 
 def _check_rank(rank: Any, world_size: Any) -> tuple[int, int]:
@@ -305,7 +306,7 @@ class DistributedSampler:
         if not self._shuffle:
             result: IndexArray = positions.astype(np.int64)
             return result
-        key = _derive_unchecked(seed_value, epoch_value, 0, 0, STREAM_SHUFFLE)
+        key = _derive_unchecked(seed_value, epoch_value, 0, 0, RngStream.SHUFFLE)
         return keyed_permutation_array(positions, self._n, key).astype(np.int64)
 
     def __repr__(self) -> str:
@@ -316,4 +317,4 @@ class DistributedSampler:
         )
 
 
-__all__ = ["DistributedSampler", "RankSlice", "batch_sizes_of"]
+__all__ = ("DistributedSampler", "RankSlice", "batch_sizes_of")

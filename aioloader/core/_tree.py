@@ -190,4 +190,4 @@ class TreeCollator:
         return "TreeCollator()"
 
 
-__all__ = ["TreeBatch", "TreeCollator", "default_collate"]
+__all__ = ("TreeBatch", "TreeCollator", "default_collate")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from .._protocols import Collator, Dataset, SyncDataset
 from ..core._check import as_int, u64
 from ..core._plan import BatchPlan, plan_batch
 from ..core._samplers import Sampler
@@ -139,9 +140,9 @@ class DataLoader(Generic[SampleT, BatchT]):
         start_step: the cursor that ``async for batch in loader`` starts from.
     """
 
-    dataset: Any
+    dataset: Dataset[Any] | SyncDataset[Any]
     sampler: Sampler
-    collator: Callable[[Sequence[Any], BatchPlan], BatchT]
+    collator: Collator[Any, BatchT]
     transform: Transform | None
     seed: int
     workers: int
@@ -151,9 +152,9 @@ class DataLoader(Generic[SampleT, BatchT]):
 
     def __init__(
         self,
-        dataset: Any,
+        dataset: Dataset[Any] | SyncDataset[Any],
         sampler: Sampler,
-        collator: Callable[[Sequence[SampleT], BatchPlan], BatchT],
+        collator: Collator[SampleT, BatchT],
         *,
         seed: int,
         transform: Transform | None = None,

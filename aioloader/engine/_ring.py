@@ -1,4 +1,4 @@
-"""The ordered prefetch ring (spec section 1).
+"""The ordered prefetch ring (docs/contract.md, "Order, errors, resumption").
 
 Step ``g`` lives in slot ``g mod capacity``. A step may be claimed only while
 ``g < next_to_take + capacity``, so slots never collide; builders fill slots in any order;

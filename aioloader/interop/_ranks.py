@@ -122,4 +122,4 @@ def rank_slice(
     return RankSlice(sampler, info.rank, info.world_size)
 
 
-__all__ = ["RankInfo", "rank_slice", "resolve_rank"]
+__all__ = ("RankInfo", "rank_slice", "resolve_rank")

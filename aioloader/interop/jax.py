@@ -181,4 +181,4 @@ def to_global_array(
     return _convert(local, assemble)
 
 
-__all__ = ["batch_sharding", "to_global_array", "to_jax"]
+__all__ = ("batch_sharding", "to_global_array", "to_jax")

@@ -179,4 +179,4 @@ class TorchIterableDataset(torch.utils.data.IterableDataset[Any]):
         return max(0, self.stop - start)
 
 
-__all__ = ["TensorBatch", "TorchIterableDataset", "to_device", "to_torch"]
+__all__ = ("TensorBatch", "TorchIterableDataset", "to_device", "to_torch")

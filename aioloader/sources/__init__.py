@@ -1,16 +1,51 @@
-"""Data sources: each implements the dataset protocol and knows nothing of the engine."""
+"""Data sources: each implements the dataset protocol and knows nothing of the engine.
+
+The sources that need obstore or aiofiles (``LocalFiles``, ``ObjectStore``, ``TarShards``
+and their helpers) are imported on first use, so ``import aioloader`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._decode import decode_bytes as decode_bytes
 from ._decode import decode_npy as decode_npy
-from ._local import LocalFiles as LocalFiles
-from ._object_store import ObjectReader as ObjectReader
-from ._object_store import ObjectStore as ObjectStore
-from ._object_store import ObjectStoreStatistics as ObjectStoreStatistics
 from ._retry import RetryPolicy as RetryPolicy
 from ._stream import Stream as Stream
-from ._tar import TarSample as TarSample
-from ._tar import TarShards as TarShards
-from ._tar import decode_tar_sample as decode_tar_sample
+
+if TYPE_CHECKING:
+    from ._local import LocalFiles as LocalFiles
+    from ._object_store import ObjectReader as ObjectReader
+    from ._object_store import ObjectStore as ObjectStore
+    from ._object_store import ObjectStoreStatistics as ObjectStoreStatistics
+    from ._tar import TarSample as TarSample
+    from ._tar import TarShards as TarShards
+    from ._tar import decode_tar_sample as decode_tar_sample
+
+_LAZY = {
+    "LocalFiles": "._local",
+    "ObjectReader": "._object_store",
+    "ObjectStore": "._object_store",
+    "ObjectStoreStatistics": "._object_store",
+    "TarSample": "._tar",
+    "TarShards": "._tar",
+    "decode_tar_sample": "._tar",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = (
     "LocalFiles",

@@ -13,11 +13,11 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from ..core._check import u64
 from ..core._rng import SampleRng, derive
+from ..core._streams import RngStream
 
 __all__ = ("RetryPolicy", "describe_failure", "is_range_error", "scrub", "secrets_of")
-
-STREAM_RETRY_JITTER = 201
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _S3_CODE = re.compile(r"<Code>([^<]{1,64})</Code>")
@@ -65,13 +65,13 @@ class RetryPolicy:
             raise ValueError(f"multiplier must be in [1, 1e6) but got {self.multiplier!r}")
         if not (isinstance(self.jitter, (int, float)) and 0 <= self.jitter <= 1):
             raise ValueError(f"jitter must be in [0, 1] but got {self.jitter!r}")
-        derive(self.seed, 0, 0, 0, 0)  # checks the seed is in [0, 2^64)
+        u64("seed", self.seed)
 
     def backoff(self, key: str, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based) of reading ``key``."""
         base = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
         token = zlib.crc32(key.encode("utf-8", "surrogatepass"))
-        rng = SampleRng(derive(self.seed, 0, token, attempt, STREAM_RETRY_JITTER))
+        rng = SampleRng(derive(self.seed, 0, token, attempt, RngStream.RETRY_JITTER))
         return float(base * (1.0 - self.jitter * rng.next_double()))
 
 

@@ -45,13 +45,12 @@ from anyio.abc import TaskGroup
 
 from ..core._check import as_int
 from ..core._rng import SampleRng, derive
+from ..core._streams import RngStream
 
 __all__ = ("Stream",)
 
 T = TypeVar("T")
 U = TypeVar("U")
-
-STREAM_SHUFFLE = 202
 
 _Build = Callable[[TaskGroup], AsyncIterator[Any]]
 
@@ -363,7 +362,7 @@ class Stream(Generic[T]):
         the picks come from ``SampleRng(derive(seed, epoch, 0, 0, 202))``.
         """
         size = _positive("buffer_size", buffer_size)
-        state = derive(seed, epoch, 0, 0, STREAM_SHUFFLE)
+        state = derive(seed, epoch, 0, 0, RngStream.SHUFFLE_BUFFER)
         return cast(
             Stream[T], self._then("shuffle", lambda up, tg: _shuffle(up, size, SampleRng(state)))
         )

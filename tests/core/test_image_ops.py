@@ -1,4 +1,4 @@
-"""GainOffset, batch_normals and the 8-bit helpers (spec section 6)."""
+"""GainOffset, batch_normals and the 8-bit helpers (docs/contract.md, "Pixel helpers")."""
 
 from __future__ import annotations
 

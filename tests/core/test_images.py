@@ -1,4 +1,4 @@
-"""ImageBatchCollator and ImageBatch (spec sections 4-5)."""
+"""ImageBatchCollator and ImageBatch (docs/contract.md, "Image batches" and "Memory")."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aioloader.core._packed import STREAM_PACK, PackCollator, PackedSampler
+from aioloader.core._packed import PackCollator, PackedSampler
 from aioloader.core._plan import BatchPlan, plan_batch
 from aioloader.core._pool import BufferPool
 
@@ -22,7 +22,6 @@ def test_packed_sampler_is_a_pure_function_serving_every_document_once() -> None
     lengths = np.random.default_rng(5).integers(1, 60, 500)
     sampler = PackedSampler(lengths, 64, rows_per_batch=4)
     other = PackedSampler(lengths, 64, rows_per_batch=4)
-    assert STREAM_PACK == 2
     steps = sampler.steps_per_epoch
     assert steps == -(-sampler.num_rows // 4)
     for epoch in (0, 1):

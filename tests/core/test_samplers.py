@@ -30,7 +30,7 @@ def _epoch(sampler: Any, seed: int, epoch: int) -> list[list[int]]:
 
 
 def _mixing_reference(sampler: MixingSampler, seed: int, epoch: int, step: int) -> list[int]:
-    """Straight scalar reading of SPEC-NOTES "Mixing"."""
+    """Straight scalar reading of docs/samplers.md, "MixingSampler"."""
     eligible = [
         k for k, (n, w) in enumerate(zip(sampler.sizes, sampler.shares, strict=True)) if n and w
     ]

@@ -89,11 +89,15 @@ async def test_leaving_bare_loops_leaks_nothing() -> None:
             break
         del stream
         assert ref() is None  # the handle is collected at once (nothing holds it)
+
+    async def failing_body() -> None:
+        async for batch in loader:
+            batch.release()
+            raise KeyError("the loop body failed")
+
     for _ in range(100):
         with pytest.raises(KeyError):
-            async for batch in loader:
-                batch.release()
-                raise KeyError("the loop body failed")
+            await failing_body()
     await loader.aclose_streams()
     gc.collect()
     assert loader._works == set()
@@ -307,10 +311,14 @@ async def test_failures_are_logged_without_asyncio_noise(caplog: pytest.LogCaptu
         StackCollator(),
         seed=0,
     )
-    with pytest.raises(OSError, match="index 3"):
+
+    async def consume() -> None:
         async with loader.stream(0, 2) as batches:
             async for _ in batches:
                 pass
+
+    with pytest.raises(OSError, match="index 3"):
+        await consume()
     gc.collect()
     messages = [(r.name, r.getMessage()) for r in caplog.records]
     assert (

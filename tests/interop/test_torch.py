@@ -257,7 +257,8 @@ def test_adapter_bad_arguments() -> None:
 
 
 def test_pooled_batches_become_tensor_batches_sharing_memory() -> None:
-    from aioloader import GainOffset, ImageBatchCollator, ShuffledSampler, plan_batch
+    from aioloader import GainOffset, ImageBatchCollator, ShuffledSampler
+    from aioloader.core import plan_batch
     from aioloader.interop.torch import TensorBatch
     from aioloader.testing import line_images
 

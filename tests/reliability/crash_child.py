@@ -14,7 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from aioloader import DataLoader, GainOffset, ImageBatchCollator, ShuffledSampler, digest_batch
+from aioloader import DataLoader, GainOffset, ImageBatchCollator, ShuffledSampler
+from aioloader.core import digest_batch
 from aioloader.testing import line_images
 
 

@@ -1,4 +1,4 @@
-"""Soak: many batches of the spec workload at workers=2; memory flat, pool hits only.
+"""Soak: many batches of the W1 line-image workload at workers=2; memory flat, pool hits only.
 
 CI runs the short form; ``pytest -m long`` runs 100,000 batches and prints the figures.
 """
