@@ -258,8 +258,8 @@ def test_adapter_bad_arguments() -> None:
 
 def test_pooled_batches_become_tensor_batches_sharing_memory() -> None:
     from aioloader import GainOffset, ImageBatchCollator, ShuffledSampler, plan_batch
+    from aioloader.datasets import line_images
     from aioloader.interop.torch import TensorBatch
-    from aioloader.testing import line_images
 
     dataset = line_images(count=16, height=4, min_width=4, max_width=8)
     plan = plan_batch(ShuffledSampler(16, 4), 0, 1)

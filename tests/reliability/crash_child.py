@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from aioloader import DataLoader, GainOffset, ImageBatchCollator, ShuffledSampler, digest_batch
-from aioloader.testing import line_images
+from aioloader.datasets import line_images
 
 
 def main() -> None:

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from aioloader.core import BatchPlan, BufferPool, GainOffset, ImageBatchCollator, ShuffledSampler
+from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
-from aioloader.testing import SlowDataset, line_images
+from aioloader.testing import SlowDataset
 
 pytestmark = pytest.mark.anyio
 
