@@ -59,6 +59,7 @@ from .core import split_global_step as split_global_step
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
 from .engine import LoaderStatistics as LoaderStatistics
+from .sources import ImageFolder as ImageFolder
 from .sources import LocalFiles as LocalFiles
 from .sources import ObjectStore as ObjectStore
 from .sources import RetryPolicy as RetryPolicy
@@ -70,6 +71,7 @@ from .sources import decode_npy as decode_npy
 __version__ = "0.1.0"
 
 __all__ = (
+    "ImageFolder",
     "LocalFiles",
     "ObjectStore",
     "RetryPolicy",

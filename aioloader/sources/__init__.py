@@ -2,6 +2,9 @@
 
 from ._decode import decode_bytes as decode_bytes
 from ._decode import decode_npy as decode_npy
+from ._image_folder import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
+from ._image_folder import ImageFolder as ImageFolder
+from ._image_folder import LabeledImage as LabeledImage
 from ._local import LocalFiles as LocalFiles
 from ._object_store import ObjectReader as ObjectReader
 from ._object_store import ObjectStore as ObjectStore
@@ -13,6 +16,9 @@ from ._tar import TarShards as TarShards
 from ._tar import decode_tar_sample as decode_tar_sample
 
 __all__ = (
+    "IMAGE_EXTENSIONS",
+    "ImageFolder",
+    "LabeledImage",
     "LocalFiles",
     "ObjectReader",
     "ObjectStore",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
-from aioloader.cli import _arguments, build_parser
+from aioloader.cli import build_parser
 from tests.cli.helpers import Fail, Run
 
 
@@ -44,12 +46,12 @@ def test_defaults_are_the_readme_setting() -> None:
 def test_missing_event_loop_package_is_one_line(
     fail: Fail, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = _arguments.importlib.util.find_spec
+    real = importlib.util.find_spec
 
     def without_trio(name: str, *args: object) -> object:
         return None if name == "trio" else real(name)
 
-    monkeypatch.setattr(_arguments.importlib.util, "find_spec", without_trio)
+    monkeypatch.setattr(importlib.util, "find_spec", without_trio)
     assert fail("demo", "--steps", "1", "--backend", "trio") == (
         "error: --backend trio needs the trio package, which is not installed (pip install trio)"
     )
