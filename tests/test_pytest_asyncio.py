@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from aioloader import DataLoader, SequentialSampler, ShuffledSampler
+from aioloader import DataLoader, Sampler, SequentialSampler, ShuffledSampler
 from aioloader.testing import (
     ArrayBatch,
     FailingDataset,
@@ -36,7 +36,7 @@ SEED = 5
 Loader = DataLoader[Any, ArrayBatch]
 
 
-def expected_batch(sampler: ShuffledSampler, global_step: int) -> list[int]:
+def expected_batch(sampler: Sampler, global_step: int) -> list[int]:
     """What step ``global_step`` holds: the dataset is ``10 * index``."""
     epoch, step = divmod(global_step, sampler.steps_per_epoch)
     return [10 * int(i) for i in sampler.indices(SEED, epoch, step)]
@@ -45,7 +45,9 @@ def expected_batch(sampler: ShuffledSampler, global_step: int) -> list[int]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def slow_loader() -> AsyncIterator[Loader]:
     """One loader for the module, over a slow dataset checked on the module's loop."""
-    dataset = SlowDataset(MemoryDataset([np.int64(10 * i) for i in range(ITEMS)]), 0.001)
+    dataset: SlowDataset[np.int64] = SlowDataset(
+        MemoryDataset([np.int64(10 * i) for i in range(ITEMS)]), 0.001
+    )
     await check_dataset_async(dataset)
     yield DataLoader(dataset, ShuffledSampler(ITEMS, BATCH), StackCollator(), seed=SEED)
 
@@ -94,7 +96,7 @@ async def test_session_loader(session_loader: Loader) -> None:
 
 @pytest.mark.asyncio
 async def test_failing_double_in_a_function_loop() -> None:
-    dataset = FailingDataset(MemoryDataset(list(range(16))), {11})
+    dataset: FailingDataset[int] = FailingDataset(MemoryDataset(list(range(16))), {11})
     loader = DataLoader(dataset, SequentialSampler(16, 4), StackCollator(), seed=0)
     with pytest.raises(OSError, match=r"^injected failure reading index 11") as info:
         async for _ in loader:

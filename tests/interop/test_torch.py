@@ -37,7 +37,7 @@ class Inner:
 
 
 def _samples(n: int) -> list[npt.NDArray[np.float32]]:
-    return [np.full(3, i, dtype=np.float32) + np.arange(3, dtype=np.float32) / 4 for i in range(n)]
+    return [np.full(3, i, dtype=np.float32) + np.arange(3, dtype=np.float32) / 4 for i in range(n)]  # type: ignore[misc]
 
 
 def _loader(n: int = 20, batch: int = 4) -> DataLoader[Any, ArrayBatch]:

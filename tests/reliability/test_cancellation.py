@@ -42,7 +42,9 @@ def _open_fds() -> int:
 
 async def test_a_thousand_cancelled_consumers_leak_nothing() -> None:
     pool = BufferPool()
-    dataset = SlowDataset(line_images(count=64, height=4, min_width=4, max_width=16), 0.002)
+    dataset: SlowDataset[Any] = SlowDataset(
+        line_images(count=64, height=4, min_width=4, max_width=16), 0.002
+    )
     chooser = random.Random(20261129)
     loaders = [
         DataLoader(
