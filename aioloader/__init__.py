@@ -57,13 +57,14 @@ from .sources import decode_bytes as decode_bytes
 from .sources import decode_npy as decode_npy
 
 if TYPE_CHECKING:
+    from .sources import ImageFolder as ImageFolder
     from .sources import LocalFiles as LocalFiles
     from .sources import ObjectStore as ObjectStore
     from .sources import TarShards as TarShards
 
 __version__ = "0.1.0"
 
-_LAZY_SOURCES = frozenset({"LocalFiles", "ObjectStore", "TarShards"})
+_LAZY_SOURCES = frozenset({"ImageFolder", "LocalFiles", "ObjectStore", "TarShards"})
 
 
 def __getattr__(name: str) -> Any:
@@ -97,6 +98,7 @@ __all__ = (
     "GainOffset",
     "ImageBatch",
     "ImageBatchCollator",
+    "ImageFolder",
     "ImageSample",
     "LoaderClosedError",
     "LoaderStatistics",

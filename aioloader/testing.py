@@ -1,4 +1,15 @@
-"""Test doubles for users and for our own tests: in-memory, slow and failing datasets.
+"""Test doubles for your own tests of code that uses a loader.
+
+- ``MemoryDataset(samples)``: samples held in a list, read at once (the engine's cost alone).
+- ``SlowDataset(inner, max_delay, seed)``: each read waits a reproducible pseudo-random
+  time, so reads complete out of order; counts reads and the peak number in flight.
+- ``FailingDataset(inner, fail_at, error_type)``: reading an index in ``fail_at`` raises.
+- ``StackCollator()``: stacks array samples into an ``ArrayBatch``.
+- ``check_dataset(dataset)`` / ``await check_dataset_async(dataset)``: checks that a
+  dataset follows the protocol and returns the same sample for the same index.
+
+They use anyio only, so they work on asyncio, uvloop and trio, under anyio's pytest plugin
+or pytest-asyncio, in fixtures of any scope.
 
 >>> import anyio
 >>> anyio.run(MemoryDataset([10, 20, 30]).get_sample, 1)
@@ -121,8 +132,14 @@ class StackCollator:
 def check_dataset(dataset: Any, indices: Sequence[int] | None = None) -> None:
     """Check that ``dataset`` follows the protocol and is deterministic; raise if not.
 
-    Reads each index twice (by default the first ten) and compares the results.
+    Reads each index twice (by default the first ten) and compares the results. Runs its
+    own event loop; from async code, ``await check_dataset_async(dataset)``.
     """
+    anyio.run(check_dataset_async, dataset, indices)
+
+
+async def check_dataset_async(dataset: Any, indices: Sequence[int] | None = None) -> None:
+    """``check_dataset`` for code already running on an event loop (an async test)."""
     if not hasattr(dataset, "__len__"):
         raise TypeError(f"dataset must define __len__ but {type(dataset).__name__} does not")
     getter: Callable[[int], Any] | None = getattr(dataset, "get_sample", None)
@@ -131,47 +148,19 @@ def check_dataset(dataset: Any, indices: Sequence[int] | None = None) -> None:
             f"dataset must define async get_sample(index) but {type(dataset).__name__} does not"
         )
     chosen = list(range(min(10, len(dataset)))) if indices is None else list(indices)
-
-    async def read_twice() -> None:
-        for index in chosen:
-            first = await dataset.get_sample(index)
-            second = await dataset.get_sample(index)
-            if not _same(first, second):
-                raise ValueError(f"dataset returned different samples for index {index}")
-        if inspect.iscoroutinefunction(getattr(dataset, "get_samples", None)):
-            batch = await dataset.get_samples(chosen)
-            for index, sample in zip(chosen, batch, strict=True):
-                if not _same(sample, await dataset.get_sample(index)):
-                    raise ValueError(f"get_samples and get_sample disagree at index {index}")
-
-    anyio.run(read_twice)
+    for index in chosen:
+        first = await dataset.get_sample(index)
+        second = await dataset.get_sample(index)
+        if not _same(first, second):
+            raise ValueError(f"dataset returned different samples for index {index}")
+    if inspect.iscoroutinefunction(getattr(dataset, "get_samples", None)):
+        batch = await dataset.get_samples(chosen)
+        for index, sample in zip(chosen, batch, strict=True):
+            if not _same(sample, await dataset.get_sample(index)):
+                raise ValueError(f"get_samples and get_sample disagree at index {index}")
 
 
 def _same(first: Any, second: Any) -> bool:
     from .core._digest import digest_batch
 
     return digest_batch(first) == digest_batch(second)
-
-
-def line_images(
-    count: int = 2048,
-    height: int = 32,
-    min_width: int = 64,
-    max_width: int = 256,
-    seed: int = 0,
-) -> MemoryDataset[Any]:
-    """The synthetic W1 workload (docs/benchmarks.md): ``count`` line images ``[1, height, W]``.
-
-    Widths are uniform in ``[min_width, max_width]``; pixels, targets and labels come from
-    ``numpy.random.default_rng(seed)``, so the same arguments give the same dataset.
-    """
-    from .core._images import ImageSample
-
-    generator = np.random.default_rng(seed)
-    widths = generator.integers(min_width, max_width + 1, size=count)
-    samples = []
-    for index, width in enumerate(widths.tolist()):
-        image = generator.random((1, height, width), dtype=np.float32)
-        target = generator.integers(1, 80, size=1 + index % 12).astype(np.int32)
-        samples.append(ImageSample(image, target, index % 10))
-    return MemoryDataset(samples)

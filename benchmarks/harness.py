@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from aioloader._progress import Progress
+from aioloader.cli._progress import Progress
 
 PACKAGES = (
     "aioloader",

@@ -1,6 +1,6 @@
 """W1: synthetic line images (docs/benchmarks.md) through every loader, and two floors.
 
-2,048 images ``[1, 32, W]`` with W uniform in 64..256 (``aioloader.testing.line_images``),
+2,048 images ``[1, 32, W]`` with W uniform in 64..256 (``aioloader.datasets.line_images``),
 batch 128, width multiple 4, ``GainOffset()`` per image (rng stream 1), ``ShuffledSampler``.
 Every port computes the same function of the global step ``g``: plan (indices and rng
 keys), gather the samples, pad and augment. All ports but the floors produce bit-identical
@@ -44,7 +44,7 @@ from aioloader.core import (
     ShuffledSampler,
     plan_batch,
 )
-from aioloader.testing import line_images
+from aioloader.datasets import line_images
 
 FIELDS = ("images", "widths", "targets", "target_lengths", "labels", "indices")
 SEED = 0

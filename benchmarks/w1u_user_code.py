@@ -34,7 +34,7 @@ from harness import Case
 
 from aioloader import DataLoader, ShuffledSampler
 from aioloader.core import BatchPlan, keyed_permutation_array, plan_batch
-from aioloader.testing import line_images
+from aioloader.datasets import line_images
 
 SEED = 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 
 from aioloader import DataLoader, GainOffset, ImageBatchCollator, ShuffledSampler
-from aioloader.testing import line_images
+from aioloader.datasets import line_images
 
 
 async def main() -> None:

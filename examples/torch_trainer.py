@@ -6,8 +6,8 @@ import torch
 import torch.utils.data
 
 from aioloader import DataLoader, GainOffset, ImageBatchCollator, ShuffledSampler
+from aioloader.datasets import line_images
 from aioloader.interop.torch import TorchIterableDataset, to_device
-from aioloader.testing import line_images
 
 
 def main() -> None:

@@ -95,7 +95,7 @@ def test_ruff_format_is_clean() -> None:
 
 def test_mypy_strict_is_clean() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "aioloader"],
+        [sys.executable, "-m", "mypy", "--strict", "aioloader", "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -32,6 +32,7 @@ TOP_LEVEL = (
     "GainOffset",
     "ImageBatch",
     "ImageBatchCollator",
+    "ImageFolder",
     "ImageSample",
     "LoaderClosedError",
     "LoaderStatistics",
@@ -119,6 +120,9 @@ CORE = (
 )
 
 SOURCES = (
+    "IMAGE_EXTENSIONS",
+    "ImageFolder",
+    "LabeledImage",
     "LocalFiles",
     "ObjectReader",
     "ObjectStore",

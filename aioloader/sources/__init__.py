@@ -1,7 +1,7 @@
 """Data sources: each implements the dataset protocol and knows nothing of the engine.
 
-The sources that need obstore or aiofiles (``LocalFiles``, ``ObjectStore``, ``TarShards``
-and their helpers) are imported on first use, so ``import aioloader`` stays light.
+The sources that need obstore or aiofiles (``LocalFiles``, ``ObjectStore``, ``TarShards``,
+``ImageFolder`` and their helpers) are imported on first use, so ``import aioloader`` stays light.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._stream import Stream as Stream
 
 if TYPE_CHECKING:
+    from ._image_folder import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
+    from ._image_folder import ImageFolder as ImageFolder
+    from ._image_folder import LabeledImage as LabeledImage
     from ._local import LocalFiles as LocalFiles
     from ._object_store import ObjectReader as ObjectReader
     from ._object_store import ObjectStore as ObjectStore
@@ -24,6 +27,9 @@ if TYPE_CHECKING:
     from ._tar import decode_tar_sample as decode_tar_sample
 
 _LAZY = {
+    "IMAGE_EXTENSIONS": "._image_folder",
+    "ImageFolder": "._image_folder",
+    "LabeledImage": "._image_folder",
     "LocalFiles": "._local",
     "ObjectReader": "._object_store",
     "ObjectStore": "._object_store",
@@ -48,6 +54,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = (
+    "IMAGE_EXTENSIONS",
+    "ImageFolder",
+    "LabeledImage",
     "LocalFiles",
     "ObjectReader",
     "ObjectStore",

@@ -1,13 +1,16 @@
 """Decode hooks: ``decode(data, index) -> sample``, called once per sample a source reads.
 
-Decoders run on the event loop, so keep them cheap (``np.frombuffer``, ``np.load`` of a
-small array); heavy work (image decoding, augmentation) belongs in the loader's transform,
-which runs in worker threads.
+A decoder that takes a third positional parameter, ``decode(data, index, key)``, also gets
+where the sample came from: the ``Path`` of a local file, the key of an object. Decoders
+run on the event loop, so keep them cheap (``np.frombuffer``, ``np.load`` of a small
+array); heavy work belongs in the loader's transform, which runs in worker threads, or in
+``ImageFolder``, which decodes images in threads of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -24,6 +27,29 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 Decoder = Callable[[bytes, int], T]
 """A function from an object's bytes and the sample's index to the sample."""
+
+K = TypeVar("K")
+
+KeyedDecoder = Callable[[bytes, int, K], T]
+"""A decoder that also gets the sample's path or key: ``decode(data, index, key)``."""
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def takes_key(decode: Callable[..., Any]) -> bool:
+    """Whether ``decode`` has a third positional parameter, for the path or key.
+
+    ``*args`` does not count, so a decoder written for ``decode(data, index)`` keeps
+    getting exactly two arguments.
+
+    >>> takes_key(decode_bytes), takes_key(lambda data, index, path: data)
+    (False, True)
+    """
+    try:
+        parameters = inspect.signature(decode).parameters.values()
+    except (TypeError, ValueError):  # some builtins have no signature
+        return False
+    return sum(p.kind in _POSITIONAL for p in parameters) >= 3
 
 
 def decode_bytes(data: bytes, index: int) -> bytes:
@@ -84,13 +110,12 @@ def naming_sample(index: int, name: Callable[[], str]) -> Iterator[None]:
         raise
 
 
-def decode_named(decode: Callable[[In, int], T], data: In, index: int, name: str) -> T:
-    """``decode(data, index)``; a ``ValueError`` it raises is raised again naming ``name``.
-
-    Any other exception keeps its type and gets a note naming the sample.
+def decode_named(decode: Callable[..., T], data: In, index: int, name: str, *key: Any) -> T:
+    """``decode(data, index, *key)``; a ``ValueError`` it raises is raised again naming
+    ``name``. Any other exception keeps its type and gets a note naming the sample.
     """
     try:
-        return decode(data, index)
+        return decode(data, index, *key)
     except ValueError as exc:
         error = ValueError(f"decoding {name} (sample {index}) failed: {exc}")
         mark_sample_error(error, index, name)

@@ -16,7 +16,7 @@ import anyio
 
 from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import gather_ordered, running_asyncio_loop
-from ._decode import decode_bytes, decode_named, decode_npy, naming_sample
+from ._decode import decode_bytes, decode_named, decode_npy, naming_sample, takes_key
 
 __all__ = ("LocalFiles", "decode_bytes", "decode_npy")
 
@@ -72,9 +72,10 @@ class LocalFiles(Generic[SampleT]):
         paths_or_directory: A sequence of paths (kept in the given order) or a directory,
             whose files matching ``pattern`` are sorted by relative path so that indices
             are stable from run to run.
-        decode: ``decode(data, index) -> sample``; ``decode_bytes`` (the default) returns
-            the bytes, ``decode_npy`` loads a ``.npy`` array without pickle. A
-            ``ValueError`` it raises is raised again naming the file.
+        decode: ``decode(data, index) -> sample``, or ``decode(data, index, path)`` to
+            also get the file's ``Path``; ``decode_bytes`` (the default) returns the
+            bytes, ``decode_npy`` loads a ``.npy`` array without pickle. A ``ValueError``
+            it raises is raised again naming the file.
         pattern: Glob for a directory (``"*"`` by default, ``"**/*.npy"`` recurses).
 
     >>> import tempfile, pathlib, anyio
@@ -97,7 +98,7 @@ class LocalFiles(Generic[SampleT]):
     def __init__(
         self,
         paths_or_directory: PathLike | Sequence[PathLike],
-        decode: Callable[[bytes, int], SampleT],
+        decode: Callable[[bytes, int], SampleT] | Callable[[bytes, int, Path], SampleT],
         *,
         pattern: str | None = None,
     ) -> None: ...
@@ -105,7 +106,7 @@ class LocalFiles(Generic[SampleT]):
     def __init__(
         self,
         paths_or_directory: PathLike | Sequence[PathLike],
-        decode: Callable[[bytes, int], Any] = decode_bytes,
+        decode: Callable[..., Any] = decode_bytes,
         *,
         pattern: str | None = None,
     ) -> None:
@@ -132,6 +133,7 @@ class LocalFiles(Generic[SampleT]):
                 paths.append(Path(item))
         self.paths: tuple[Path, ...] = tuple(paths)
         self.decode = decode
+        self._decode_takes_path = takes_key(decode)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -146,9 +148,11 @@ class LocalFiles(Generic[SampleT]):
     async def get_sample(self, index: int) -> SampleT:
         """Read and decode the file at ``index``."""
         position = check_index(index, len(self.paths))
-        with naming_sample(position, lambda: f"file {str(self.paths[position])!r}"):
-            data = await read_file(self.paths[position])
-        result: SampleT = decode_named(self.decode, data, position, str(self.paths[position]))
+        path = self.paths[position]
+        with naming_sample(position, lambda: f"file {str(path)!r}"):
+            data = await read_file(path)
+        key = (path,) if self._decode_takes_path else ()
+        result: SampleT = decode_named(self.decode, data, position, str(path), *key)
         return result
 
     async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:

@@ -39,7 +39,7 @@ import obstore
 from .._compat import add_note
 from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import PerLoop, SharedLimit, gather_ordered, running_asyncio_loop
-from ._decode import decode_bytes, decode_named, naming_sample
+from ._decode import decode_bytes, decode_named, naming_sample, takes_key
 from ._local import check_index
 from ._retry import RetryPolicy, describe_failure, is_range_error, scrub, secrets_of
 
@@ -302,7 +302,8 @@ class ObjectStore(Generic[SampleT]):
         keys: The object keys, in sample order.
         prefix: List the keys under this prefix instead (sorted; blocking, once, here).
             With neither ``keys`` nor ``prefix`` the whole store is listed.
-        decode: ``decode(data, index) -> sample`` (default: the bytes).
+        decode: ``decode(data, index) -> sample``, or ``decode(data, index, key)`` to also
+            get the object's key (default: the bytes).
         max_concurrency: Most requests in flight at once (all batches together).
         timeout: Seconds allowed for one attempt.
         retries: Retry policy for transient failures (default ``RetryPolicy()``).
@@ -334,7 +335,7 @@ class ObjectStore(Generic[SampleT]):
         keys: Sequence[str] | None = None,
         prefix: str | None = None,
         *,
-        decode: Callable[[bytes, int], SampleT],
+        decode: Callable[[bytes, int], SampleT] | Callable[[bytes, int, str], SampleT],
         max_concurrency: int = 64,
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
@@ -349,7 +350,7 @@ class ObjectStore(Generic[SampleT]):
         keys: Sequence[str] | None = None,
         prefix: str | None = None,
         *,
-        decode: Callable[[bytes, int], Any] = decode_bytes,
+        decode: Callable[..., Any] = decode_bytes,
         max_concurrency: int = 64,
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
@@ -379,6 +380,7 @@ class ObjectStore(Generic[SampleT]):
         )
         self.byte_range = _check_range(byte_range)
         self.decode = decode
+        self._decode_takes_key = takes_key(decode)
         if keys is not None and prefix is not None:
             raise ValueError("give keys or prefix, not both")
         if keys is not None:
@@ -429,7 +431,9 @@ class ObjectStore(Generic[SampleT]):
                 self._skipped_keys.append(key)
             skipped: SampleT = self.fallback(index)
             return skipped
-        result: SampleT = decode_named(self.decode, data, index, f"object {self.keys[index]!r}")
+        key = self.keys[index]
+        extra = (key,) if self._decode_takes_key else ()
+        result: SampleT = decode_named(self.decode, data, index, f"object {key!r}", *extra)
         return result
 
     async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:

@@ -29,7 +29,8 @@ def plan_of(indices: list[int], seed: int = 0, epoch: int = 0, step: int = 0) ->
 
 
 def image(c: int, h: int, w: int, start: float = 0.0) -> np.ndarray[Any, Any]:
-    return (np.arange(c * h * w, dtype=F32) + F32(start)).reshape(c, h, w)
+    pixels: np.ndarray[Any, Any] = (np.arange(c * h * w, dtype=F32) + F32(start)).reshape(c, h, w)
+    return pixels
 
 
 def bits(array: np.ndarray[Any, Any]) -> bytes:
@@ -196,7 +197,7 @@ def test_mixed_channels_or_heights_name_both_indices_and_shapes() -> None:
             "samples[1].target (dataset index 3) must hold int32 values but holds -2147483649",
         ),
         (
-            ImageSample(image(1, 1, 1), target=(1.5,)),
+            ImageSample(image(1, 1, 1), target=(1.5,)),  # type: ignore[arg-type]
             3,
             TypeError,
             "samples[1].target (dataset index 3) must hold integers but got dtype float64",
@@ -208,7 +209,7 @@ def test_mixed_channels_or_heights_name_both_indices_and_shapes() -> None:
             "samples[1].target (dataset index 3) must hold int32 values but holds 2147483648",
         ),
         (
-            ImageSample(image(1, 1, 1), target=[[1]]),
+            ImageSample(image(1, 1, 1), target=[[1]]),  # type: ignore[list-item]
             3,
             ValueError,
             "samples[1].target (dataset index 3) must be a 1-D sequence of int32 but got shape "
@@ -267,7 +268,7 @@ def test_bad_collator_arguments_are_named() -> None:
     with pytest.raises(TypeError, match="pad_value must be a real number but got str"):
         ImageBatchCollator(pad_value="0")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="augment must be callable or None but got int"):
-        ImageBatchCollator(augment=3)
+        ImageBatchCollator(augment=3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="pool must be a BufferPool or None but got dict"):
         ImageBatchCollator(pool={})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"gain_std must be finite and >= 0 but got -1\.0"):

@@ -47,7 +47,7 @@ def test_packed_sampler_is_a_pure_function_serving_every_document_once() -> None
 def test_packed_sampler_splits_long_documents_and_drops_on_request() -> None:
     lengths = [100, 3, 40, 70]
     split = PackedSampler(lengths, 32, rows_per_batch=2)
-    tokens = {i: [] for i in range(4)}
+    tokens: dict[int, list[int]] = {i: [] for i in range(4)}
     for s in range(split.steps_per_epoch):
         layout = split.layout(1, 0, s)
         for d, a, n in zip(

@@ -233,12 +233,12 @@ def test_samplers_return_fresh_arrays() -> None:
             "batch_size must be an integer in [1, 2^24] but got 0",
         ),
         (
-            lambda: SequentialSampler(10.0, 2),
+            lambda: SequentialSampler(10.0, 2),  # type: ignore[arg-type]
             TypeError,
             "n must be an integer but got float (10.0)",
         ),
         (
-            lambda: SequentialSampler(10, 2, drop_last=1),
+            lambda: SequentialSampler(10, 2, drop_last=1),  # type: ignore[arg-type]
             TypeError,
             "drop_last must be a bool but got int",
         ),

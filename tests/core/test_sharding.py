@@ -193,7 +193,7 @@ def test_background_example_ten_samples_on_four_ranks() -> None:
 
 
 def _torch_indices(n: int, rank: int, world_size: int, drop_last: bool) -> list[int]:
-    sampler = torch.utils.data.DistributedSampler(
+    sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
         range(n),  # type: ignore[arg-type]
         num_replicas=world_size,
         rank=rank,
@@ -206,7 +206,7 @@ def _torch_indices(n: int, rank: int, world_size: int, drop_last: bool) -> list[
 def _torch_batches(
     n: int, batch_size: int, rank: int, world_size: int, drop_last: bool, drop_last_batch: bool
 ) -> list[list[int]]:
-    sampler = torch.utils.data.DistributedSampler(
+    sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
         range(n),  # type: ignore[arg-type]
         num_replicas=world_size,
         rank=rank,

@@ -19,7 +19,8 @@ def make_samples(n: int, width: int = 6) -> list[npt.NDArray[np.float32]]:
 
 def jitter(sample: npt.NDArray[np.float32], rng: SampleRng) -> npt.NDArray[np.float32]:
     """A transform that uses its rng (stream 0)."""
-    return sample * rng.next_single() + np.float32(rng.next_int(7))
+    jittered: npt.NDArray[np.float32] = sample * rng.next_single() + np.float32(rng.next_int(7))
+    return jittered
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from .helpers import TrackingCollator, digests, jitter, make_samples
 from .test_loader import SEED, reference_digests
 
 
-def make_loader(workers: int) -> DataLoader[object, object]:
+def make_loader(workers: int) -> DataLoader[Any, Any]:
     return DataLoader(
         MemoryDataset(make_samples(37)),
         ShuffledSampler(37, 5, drop_last=False),
@@ -53,8 +54,8 @@ def test_breaking_out_closes_the_portal_thread() -> None:
         for batch in iterator:
             if batch.global_step == 2:
                 break
-        iterator.close()  # what the garbage collector does for a dropped generator
+        iterator.close()  # type: ignore[attr-defined]  # what the GC does for a dropped generator
     for thread in set(threading.enumerate()) - threads_before:
         thread.join(timeout=30)  # the portal's loop and its worker threads all end
         assert not thread.is_alive(), thread
-    assert all(b.released for b in loader.collator.built if b.global_step > 2)
+    assert all(b.released for b in loader.collator.built if b.global_step > 2)  # type: ignore[attr-defined]

@@ -27,9 +27,10 @@ from aioloader.core import (
     SequentialSampler,
     ShuffledSampler,
 )
+from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
 from aioloader.engine._stream import StreamState
-from aioloader.testing import FailingDataset, MemoryDataset, StackCollator, line_images
+from aioloader.testing import FailingDataset, MemoryDataset, StackCollator
 
 from .helpers import make_samples
 

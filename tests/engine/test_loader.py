@@ -69,7 +69,7 @@ async def test_resumed_stream_equals_tail(start: int) -> None:
 
 
 async def test_scrambled_read_times_give_the_same_stream() -> None:
-    slow = SlowDataset(MemoryDataset(make_samples(37)), max_delay=0.003, seed=5)
+    slow: SlowDataset[Any] = SlowDataset(MemoryDataset(make_samples(37)), max_delay=0.003, seed=5)
     loader = make_loader(dataset=slow, workers=2, prefetch=6, max_inflight_reads=16)
     batches = await collect(loader, 0, 12)
     assert digests(batches) == reference_digests(37, 5, 0, 12)
@@ -79,7 +79,7 @@ async def test_scrambled_read_times_give_the_same_stream() -> None:
 
 async def test_error_at_step_is_delivered_in_order() -> None:
     sampler = SequentialSampler(40, 4)
-    failing = FailingDataset(MemoryDataset(make_samples(40)), fail_at={22})
+    failing: FailingDataset[Any] = FailingDataset(MemoryDataset(make_samples(40)), fail_at={22})
     loader = DataLoader(failing, sampler, StackCollator(), seed=0, workers=2, prefetch=4)
     seen: list[int] = []
 
@@ -91,7 +91,7 @@ async def test_error_at_step_is_delivered_in_order() -> None:
     with pytest.raises(OSError, match="injected failure reading index 22") as info:
         await consume()
     assert seen == [0, 1, 2, 3, 4]
-    assert info.value.__notes__ == [
+    assert info.value.__notes__ == [  # type: ignore[attr-defined]
         "aioloader: while building global step 5 (epoch 0, step 5), slot 2, dataset index 22"
     ]
 
@@ -129,7 +129,7 @@ async def test_transform_and_collator_errors_carry_notes() -> None:
     )
     with pytest.raises(ValueError, match="bad sample") as info:
         await collect(loader, 0, 3)
-    assert info.value.__notes__ == [
+    assert info.value.__notes__ == [  # type: ignore[attr-defined]
         "aioloader: in the transform of global step 1 (epoch 0, step 1), slot 2, dataset index 6"
     ]
 
@@ -206,8 +206,8 @@ async def test_every_undelivered_batch_is_released_when_leaving_early() -> None:
             batch.release()
             if batch.global_step == 3:
                 break
-    assert all(b.released for b in collator.built)
-    assert len(collator.built) >= 4
+    assert all(b.released for b in collator.built)  # type: ignore[attr-defined]
+    assert len(collator.built) >= 4  # type: ignore[attr-defined]
 
 
 async def test_bare_async_for_cleans_up_on_break() -> None:
@@ -218,12 +218,12 @@ async def test_bare_async_for_cleans_up_on_break() -> None:
         if batch.global_step == 2:
             break
     await stream.aclose()
-    assert all(b.released for b in loader.collator.built)
+    assert all(b.released for b in loader.collator.built)  # type: ignore[attr-defined]
 
 
 async def test_cancelling_the_consumer_leaves_nothing_running() -> None:
     threads_before = threading.active_count()
-    slow = SlowDataset(MemoryDataset(make_samples(37)), max_delay=0.01)
+    slow: SlowDataset[Any] = SlowDataset(MemoryDataset(make_samples(37)), max_delay=0.01)
     loader = make_loader(dataset=slow, workers=2, prefetch=8)
     with anyio.move_on_after(0.05):
         async with loader.stream(0, None) as batches:
@@ -231,7 +231,7 @@ async def test_cancelling_the_consumer_leaves_nothing_running() -> None:
                 batch.release()
     assert slow.in_flight == 0
     assert loader.statistics().reads_in_flight == 0
-    assert all(b.released for b in loader.collator.built)
+    assert all(b.released for b in loader.collator.built)  # type: ignore[attr-defined]
     assert threading.active_count() <= threads_before + 2  # anyio's idle pool threads at most
 
 

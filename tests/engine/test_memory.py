@@ -15,8 +15,9 @@ from aioloader.core import (
     ImageSample,
     ShuffledSampler,
 )
+from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
-from aioloader.testing import MemoryDataset, line_images
+from aioloader.testing import MemoryDataset
 
 pytestmark = pytest.mark.anyio
 

@@ -116,7 +116,7 @@ def test_device_argument_places_the_arrays() -> None:
 
 def test_device_must_be_a_device_or_sharding() -> None:
     with pytest.raises(TypeError) as info:
-        to_jax(np.zeros(1), "cpu")  # type: ignore[arg-type]
+        to_jax(np.zeros(1), "cpu")
     assert str(info.value) == (
         "device must be a jax.Device, a jax.sharding.Sharding or None but got str"
     )
@@ -195,7 +195,7 @@ def test_a_sharding_is_taken_as_it_is() -> None:
     ],
 )
 def test_rank_must_match_the_rows_of_the_sharding(
-    kwargs: dict[str, int], error: type[Exception], message: str
+    kwargs: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error) as info:
         to_global_array(np.zeros((2, 1), np.float32), _mesh(), **kwargs)

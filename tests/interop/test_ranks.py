@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def process_group(tmp_path: Path) -> Iterator[None]:
     """A real one-process gloo group (rank 0 of 1), torn down after the test."""
-    store = dist.FileStore(str(tmp_path / "store"), 1)
+    store = dist.FileStore(str(tmp_path / "store"), 1)  # type: ignore[attr-defined]
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
         yield

@@ -37,7 +37,7 @@ class Inner:
 
 
 def _samples(n: int) -> list[npt.NDArray[np.float32]]:
-    return [np.full(3, i, dtype=np.float32) + np.arange(3, dtype=np.float32) / 4 for i in range(n)]
+    return [np.full(3, i, dtype=np.float32) + np.arange(3, dtype=np.float32) / 4 for i in range(n)]  # type: ignore[misc]
 
 
 def _loader(n: int = 20, batch: int = 4) -> DataLoader[Any, ArrayBatch]:
@@ -259,8 +259,8 @@ def test_adapter_bad_arguments() -> None:
 def test_pooled_batches_become_tensor_batches_sharing_memory() -> None:
     from aioloader import GainOffset, ImageBatchCollator, ShuffledSampler
     from aioloader.core import plan_batch
+    from aioloader.datasets import line_images
     from aioloader.interop.torch import TensorBatch
-    from aioloader.testing import line_images
 
     dataset = line_images(count=16, height=4, min_width=4, max_width=8)
     plan = plan_batch(ShuffledSampler(16, 4), 0, 1)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aioloader import DataLoader, GainOffset, ImageBatchCollator, ShuffledSampler
 from aioloader.core import digest_batch
-from aioloader.testing import line_images
+from aioloader.datasets import line_images
 
 
 def main() -> None:

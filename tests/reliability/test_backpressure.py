@@ -47,7 +47,9 @@ class LiveCounter:
 
 @pytest.mark.parametrize("workers", [0, 2])
 async def test_a_paused_consumer_bounds_batches_and_reads(workers: int) -> None:
-    dataset = SlowDataset(MemoryDataset(list(range(120))), max_delay=0.002, seed=3)
+    dataset: SlowDataset[int] = SlowDataset(
+        MemoryDataset(list(range(120))), max_delay=0.002, seed=3
+    )
     collator = LiveCounter()
     loader = DataLoader(
         dataset,

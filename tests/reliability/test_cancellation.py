@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from aioloader.core import BatchPlan, BufferPool, GainOffset, ImageBatchCollator, ShuffledSampler
+from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
-from aioloader.testing import SlowDataset, line_images
+from aioloader.testing import SlowDataset
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +42,9 @@ def _open_fds() -> int:
 
 async def test_a_thousand_cancelled_consumers_leak_nothing() -> None:
     pool = BufferPool()
-    dataset = SlowDataset(line_images(count=64, height=4, min_width=4, max_width=16), 0.002)
+    dataset: SlowDataset[Any] = SlowDataset(
+        line_images(count=64, height=4, min_width=4, max_width=16), 0.002
+    )
     chooser = random.Random(20261129)
     loaders = [
         DataLoader(

@@ -73,7 +73,7 @@ def exercise_sampler(sampler: Any) -> None:
 @given(SMALL, SMALL, ANYTHING)
 def test_positional_samplers(n: Any, batch: Any, drop_last: Any) -> None:
     for kind in (al.SequentialSampler, al.ShuffledSampler):
-        sampler = expect_clear(lambda kind=kind: kind(n, batch, drop_last))
+        sampler = expect_clear(lambda kind=kind: kind(n, batch, drop_last))  # type: ignore[misc]
         if sampler is not None:
             exercise_sampler(sampler)
             assert int(sampler.indices(0, 0, 0).min()) >= 0 if sampler.steps_per_epoch else True
@@ -119,7 +119,7 @@ def _plan(size: int) -> BatchPlan:
 @given(st.lists(st.tuples(ANYTHING, ANYTHING, ANYTHING), min_size=1, max_size=3), SMALL, ANYTHING)
 def test_image_collator(samples: list[tuple[Any, Any, Any]], multiple: Any, pad: Any) -> None:
     collator = expect_clear(lambda: al.ImageBatchCollator(multiple, pad))
-    built = [expect_clear(lambda s=s: al.ImageSample(*s)) for s in samples]
+    built = [expect_clear(lambda s=s: al.ImageSample(*s)) for s in samples]  # type: ignore[misc]
     if collator is None or any(sample is None for sample in built):
         return
     batch = expect_clear(lambda: collator(built, _plan(len(built))))

@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 from aioloader.core import BufferPool, GainOffset, ImageBatchCollator, ShuffledSampler
+from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
-from aioloader.testing import line_images
 
 WARM_UP = 600
 PREFETCH = 8

@@ -1,4 +1,4 @@
-"""aioloader._tuning: the worked "how many workers?" example (load 40 ms, step 15 ms)."""
+"""aioloader.cli._tuning: the "How many workers?" model and the batch-noise formula."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from aioloader._tuning import epoch_time, gradient_noise_variance, recommend_workers
+from aioloader.cli._tuning import epoch_time, gradient_noise_variance, recommend_workers
 
 
 def test_background_example() -> None:
@@ -46,3 +46,26 @@ def test_batch_noise_values_and_bad_input() -> None:
     assert got == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match=r"^batch_size must be in \[1, 8\] but got 9$"):
         gradient_noise_variance(GRADIENTS, 9)
+
+
+def reference_epoch(load: float, step: float, batches: int, workers: int) -> float:
+    """The model step by step: batch b is ready at load * (b // workers + 1)."""
+    finished = 0.0
+    for index in range(batches):
+        finished = max(finished, load * (index // workers + 1)) + step
+    return finished
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 5, 16, 40])
+@pytest.mark.parametrize("batches", [1, 2, 7, 12, 33])
+@pytest.mark.parametrize(("load", "step"), [(0.040, 0.015), (0.01, 0.03), (0.02, 0.01)])
+def test_closed_form_equals_the_step_by_step_model(
+    load: float, step: float, batches: int, workers: int
+) -> None:
+    estimate = epoch_time(load, step, batches, workers)
+    assert estimate.epoch_seconds == pytest.approx(reference_epoch(load, step, batches, workers))
+
+
+def test_huge_epochs_take_no_time() -> None:
+    estimate = epoch_time(0.040, 0.015, 2**40, 3)
+    assert estimate.epoch_seconds == pytest.approx(0.040 + 2**40 * 0.015)

@@ -1,0 +1,57 @@
+"""``aioloader digest``: a fingerprint of the batches of a range of steps of a config."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from typing import Any
+
+import anyio
+
+from ..core._digest import digest_batch
+from ._arguments import CommandError, non_negative, positive, release
+from ._config import CONFIG_HELP, load_factory
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``digest`` to the subcommands."""
+    parser = commands.add_parser(
+        "digest",
+        help="fingerprint the batches of steps START..STOP-1 of a config",
+        description=(
+            "Print a SHA-256 over every array of every batch of global steps [START, STOP). "
+            "Two machines, worker counts or ports agree on a config if and only if they "
+            "print the same digest. " + CONFIG_HELP
+        ),
+    )
+    parser.add_argument("config", nargs="?", metavar="CONFIG", help=".json or .py config")
+    parser.add_argument(
+        "--start", type=non_negative, default=0, metavar="START", help="first global step"
+    )
+    parser.add_argument(
+        "--stop", type=positive, default=32, metavar="STOP", help="one past the last step"
+    )
+    parser.add_argument(
+        "--workers", type=non_negative, default=0, metavar="N", help="CPU threads (default 0)"
+    )
+    parser.add_argument(
+        "--prefetch", type=positive, default=8, metavar="N", help="ring slots (default 8)"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """The digest line."""
+    if args.stop <= args.start:
+        raise CommandError(f"--stop must be > --start ({args.start}) but got {args.stop}")
+    loader = load_factory(args.config)(workers=args.workers, prefetch=args.prefetch)
+
+    async def fingerprint() -> str:
+        combined = hashlib.sha256()
+        async with loader.stream(args.start, args.stop) as batches:
+            async for batch in batches:
+                combined.update(digest_batch(batch).encode())
+                release(batch)
+        return combined.hexdigest()
+
+    return [f"{anyio.run(fingerprint)}  steps {args.start}..{args.stop - 1}"]

@@ -1,0 +1,109 @@
+"""``aioloader tune``: measure the load time per batch, recommend workers and prefetch."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+from ._arguments import positive, positive_float, release
+from ._config import CONFIG_HELP, load_factory
+from ._tuning import epoch_time, recommend_workers
+
+MAX_ROWS = 8
+"""At most this many worker counts are printed, whatever the recommendation."""
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``tune`` to the subcommands."""
+    parser = commands.add_parser(
+        "tune",
+        help="measure load time per batch and recommend workers and prefetch",
+        description=(
+            "Measure the time to load one batch of a config (or take --load-ms), then apply "
+            "the idealised model (a worker makes a batch every LOAD ms, the trainer takes one "
+            "every STEP ms): recommend W = ceil(LOAD / STEP) workers and print the epoch time "
+            f"for at most {MAX_ROWS} worker counts around W. The epoch length is the config's "
+            "steps per epoch unless --epoch-batches is given. " + CONFIG_HELP
+        ),
+    )
+    parser.add_argument("config", nargs="?", metavar="CONFIG", help=".json or .py config")
+    parser.add_argument(
+        "--step-ms", type=positive_float, required=True, metavar="MS", help="trainer step time"
+    )
+    parser.add_argument(
+        "--load-ms", type=positive_float, metavar="MS", help="skip measuring: load time/batch"
+    )
+    parser.add_argument(
+        "--batches", type=positive, default=64, metavar="N", help="batches to measure (64)"
+    )
+    parser.add_argument(
+        "--epoch-batches",
+        type=positive,
+        metavar="N",
+        help="batches per epoch (default: the config's steps per epoch)",
+    )
+    parser.set_defaults(run=run)
+
+
+def worker_counts(recommended: int, limit: int = MAX_ROWS) -> list[int]:
+    """The worker counts to print: 0 to W + 1 when that is short, else a spread around W.
+
+    >>> worker_counts(3)
+    [0, 1, 2, 3, 4]
+    >>> worker_counts(1000)
+    [0, 1, 2, 250, 500, 999, 1000, 1001]
+    """
+    if recommended + 2 <= limit:
+        return list(range(recommended + 2))
+    picked = {0, 1, 2, recommended // 4, recommended // 2, recommended - 1, recommended}
+    picked.add(recommended + 1)
+    return sorted(picked)[:limit]
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """Measure (unless ``--load-ms``) and return the recommendation's lines."""
+    lines = []
+    loader = load_factory(args.config)(workers=0, prefetch=1)
+    batches = args.epoch_batches or int(loader.steps_per_epoch)
+    if args.load_ms is None:
+        started = time.perf_counter()
+        for batch in loader.iter_sync(0, args.batches):
+            release(batch)
+        load = (time.perf_counter() - started) / args.batches
+        lines.append(
+            f"measured load time per batch: {load * 1e3:.2f} ms over {args.batches} batches"
+        )
+    else:
+        load = args.load_ms / 1e3
+    step = args.step_ms / 1e3
+    workers = recommend_workers(load, step)
+    lines.append(f"recommended: workers={workers}, prefetch={max(2, 2 * workers)}")
+    cores = os.cpu_count() or 1
+    if workers > cores:
+        lines.append(f"note: {workers} workers is more than this machine's {cores} cores")
+    source = "--epoch-batches" if args.epoch_batches else "the config"
+    lines.append(
+        f"idealised epoch of {batches:,} batches ({source}; load {load * 1e3:.1f} ms, "
+        f"step {args.step_ms:g} ms):"
+    )
+    for count in worker_counts(workers):
+        estimate = epoch_time(load, step, batches, count)
+        lines.append(f"  workers={count}: {_duration(estimate.epoch_seconds)}")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    """Milliseconds below a second, then seconds, minutes or hours.
+
+    >>> _duration(0.66), _duration(32.0), _duration(90.0), _duration(7200.0)
+    ('660 ms', '32.0 s', '1.5 min', '2.0 h')
+    """
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:,.1f} h"

@@ -1,0 +1,68 @@
+"""aioloader.cli._config: JSON and Python configs, and one-line errors for bad ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aioloader.cli._config import load_factory
+from tests.cli.helpers import Fail
+
+
+def test_json_config_builds_the_described_loader(tmp_path: Path) -> None:
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"count": 40, "batch_size": 8, "sampler": "sequential"}))
+    loader = load_factory(str(config))(workers=0, prefetch=2)
+    assert loader.steps_per_epoch == 5
+    assert load_factory(None)(workers=0, prefetch=2).steps_per_epoch == 16
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"batch": 3}', "keys must be among ['augment', 'batch_size', 'count', 'sampler',"),
+        ('{"count": "x"}', "count must be an integer >= 1 but got 'x'"),
+        ('{"seed": -1}', "seed must be an integer >= 0 but got -1"),
+        ('{"augment": 1}', "augment must be true or false but got 1"),
+        ('{"sampler": "random"}', "sampler must be 'shuffled' or 'sequential' but got 'random'"),
+        ('{"workload": "tokens"}', "workload must be 'line-images' but got 'tokens'"),
+        ('{"count": 4, "batch_size": 8}', "batch_size must be <= count (4) but got 8"),
+        ("[1, 2]", "must hold a JSON object but got list"),
+        ("{", "is not valid JSON: Expecting property name"),
+    ],
+)
+def test_bad_json_is_one_line_naming_the_file(
+    fail: Fail, tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "bad.json"
+    config.write_text(text)
+    line = fail("digest", str(config))
+    assert line.startswith(f"error: config {str(config)!r}")
+    assert message in line
+
+
+def test_bad_python_config(fail: Fail, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def make_loader(:\n")
+    assert fail("tune", str(broken), "--step-ms", "1").startswith(
+        f"error: config {str(broken)!r} failed to import: SyntaxError: "
+    )
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    assert fail("digest", str(empty)) == (
+        f"error: config {str(empty)!r} must define make_loader(*, workers, prefetch)"
+    )
+
+
+def test_missing_or_other_kind_of_file(fail: Fail, tmp_path: Path) -> None:
+    missing = str(tmp_path / "none.json")
+    assert fail("digest", missing) == (
+        f"error: config must be an existing .json or .py file but got {missing!r}"
+    )
+    other = tmp_path / "c.yaml"
+    other.write_text("count: 3\n")
+    assert fail("digest", str(other)) == (
+        f"error: config must end in .json or .py but got {str(other)!r}"
+    )

@@ -1,0 +1,67 @@
+"""aioloader.cli._tune: the epoch length comes from the config; the output is bounded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aioloader.cli._tune import MAX_ROWS, worker_counts
+from tests.cli.helpers import Fail, Run
+
+
+def test_reproduces_the_workers_example(run: Run) -> None:
+    out = run("tune", "--step-ms", "15", "--load-ms", "40", "--epoch-batches", "12")
+    lines = out.splitlines()
+    assert lines[0] == "recommended: workers=3, prefetch=6"
+    assert "idealised epoch of 12 batches (--epoch-batches; load 40.0 ms, step 15 ms):" in lines
+    assert lines[-5:] == [
+        "  workers=0: 660 ms",
+        "  workers=1: 495 ms",
+        "  workers=2: 270 ms",
+        "  workers=3: 220 ms",
+        "  workers=4: 220 ms",
+    ]
+
+
+def test_epoch_length_comes_from_the_config(run: Run, tmp_path: Path) -> None:
+    demo = run("tune", "--step-ms", "15", "--load-ms", "40")
+    assert "idealised epoch of 16 batches (the config; load 40.0 ms, step 15 ms):" in demo
+    assert "  workers=0: 880 ms" in demo
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps({"count": 64, "batch_size": 8}))
+    small = run("tune", str(config), "--step-ms", "15", "--load-ms", "40")
+    assert "idealised epoch of 8 batches (the config;" in small
+
+
+def test_measures_when_no_load_is_given(run: Run, tmp_path: Path) -> None:
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps({"count": 64, "batch_size": 8}))
+    lines = run("tune", str(config), "--step-ms", "1000", "--batches", "4").splitlines()
+    assert lines[0].startswith("measured load time per batch: ")
+    assert lines[0].endswith(" ms over 4 batches")
+    assert lines[1] == "recommended: workers=1, prefetch=2"
+
+
+def test_output_is_bounded_for_any_recommendation(run: Run) -> None:
+    lines = run("tune", "--step-ms", "0.001", "--load-ms", "4000").splitlines()
+    assert lines[0] == "recommended: workers=4000000, prefetch=8000000"
+    rows = [line for line in lines if line.startswith("  workers=")]
+    assert len(rows) == MAX_ROWS
+    assert rows[0] == "  workers=0: 1.1 min"
+    assert rows[-1] == "  workers=4000001: 4.0 s"
+
+
+def test_worker_counts() -> None:
+    assert worker_counts(1) == [0, 1, 2]
+    assert worker_counts(6) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert worker_counts(7) == [0, 1, 2, 3, 6, 7, 8]
+    assert all(len(worker_counts(w)) <= MAX_ROWS for w in range(1, 200))
+
+
+def test_bad_step(fail: Fail) -> None:
+    assert fail("tune", "--step-ms", "0", "--load-ms", "1").startswith(
+        "error: argument --step-ms: must be a finite number > 0 but got 0"
+    )
+    assert fail("tune", "--step-ms", "nan").startswith(
+        "error: argument --step-ms: must be a finite number > 0 but got nan"
+    )
