@@ -140,7 +140,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         start_step: the cursor that ``async for batch in loader`` starts from.
     """
 
-    dataset: Dataset[Any] | SyncDataset[Any]
+    dataset: Any  # what the user passed (read-only after construction)
     sampler: Sampler
     collator: Collator[Any, BatchT]
     transform: Transform | None

@@ -48,7 +48,8 @@ def _task_count() -> int:
         import trio
 
         root = trio.lowlevel.current_root_task()
-        return sum(len(n.child_tasks) for n in root.child_nurseries)
+        assert root is not None
+        return sum(len(nursery.child_tasks) for nursery in root.child_nurseries)
     return len(asyncio.all_tasks())
 
 

@@ -247,7 +247,7 @@ def test_constructor_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="fewer items than one batch"):
         DataLoader(dataset, SequentialSampler(1, 2), StackCollator(), seed=0)
     with pytest.raises(TypeError, match=r"^dataset must have async get_sample"):
-        DataLoader(object(), sampler, StackCollator(), seed=0)
+        DataLoader(object(), sampler, StackCollator(), seed=0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^collator must be callable but got int$"):
         DataLoader(dataset, sampler, 3, seed=0)  # type: ignore[arg-type]
     loader = DataLoader(dataset, sampler, StackCollator(), seed=0)
