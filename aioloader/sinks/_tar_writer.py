@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any
@@ -106,6 +106,9 @@ class TarShardWriter:
         part_size: Part size of multipart uploads (object stores; shards larger than this
             are uploaded in parts).
         upload_concurrency: Parts uploaded at once.
+        start_position: The first input position of an empty shard set (a worker that
+            ingests inputs ``[start, stop)`` of a larger list starts at ``start``).
+        on_commit: Called with each ``ShardRecord`` once the manifest lists it.
     """
 
     def __init__(
@@ -120,7 +123,16 @@ class TarShardWriter:
         meta: Mapping[str, Any] | None = None,
         part_size: int = 8 * 1024 * 1024,
         upload_concurrency: int = 8,
+        start_position: int = 0,
+        on_commit: Callable[[ShardRecord], None] | None = None,
     ) -> None:
+        if on_commit is not None and not callable(on_commit):
+            raise TypeError(f"on_commit must be callable or None but got {on_commit!r}")
+        self.on_commit = on_commit
+        if isinstance(start_position, bool) or not isinstance(start_position, int):
+            raise TypeError(f"start_position must be an int but got {start_position!r}")
+        if start_position < 0:
+            raise ValueError(f"start_position must be >= 0 but got {start_position}")
         self.max_samples = _positive("max_samples", max_samples)
         self.max_bytes = _positive("max_bytes", max_bytes)
         if not isinstance(name_pattern, str):
@@ -143,8 +155,8 @@ class TarShardWriter:
         self.meta = dict(meta or {})
         json.dumps(self.meta)  # fails early on what the manifest could not hold
         self._manifest = self._load_manifest(bool(resume))
-        self._next_position = self._manifest.end
         shards = self._manifest.shards
+        self._next_position = self._manifest.end if shards else start_position
         self._tracked: bool | None = None if not shards else shards[-1].first is not None
         self._pending: _Pending | None = None
         self._closed = False
@@ -308,6 +320,8 @@ class TarShardWriter:
         except BaseException:
             self._closed = True  # the manifest on disk is the truth; do not write on
             raise
+        if self.on_commit is not None:
+            self.on_commit(record)
         return record
 
     async def close(self) -> Manifest:

@@ -350,8 +350,7 @@ class HttpFetcher:
         except httpx.DecodingError as exc:
             return _Attempt(failed("decode", f"body does not decode: {_first_line(exc)}"))
         except httpx.TransportError as exc:
-            detail = f"{type(exc).__name__}: {_first_line(exc)}"
-            return _Attempt(failed("connection", detail), transient=True)
+            return _Attempt(failed("connection", _describe_transport(exc)), transient=True)
         except httpx.HTTPError as exc:
             return _Attempt(failed("connection", f"{type(exc).__name__}: {_first_line(exc)}"))
         finally:
@@ -361,6 +360,17 @@ class HttpFetcher:
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _describe_transport(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = _first_line(exc)
+    if name == "ConnectError":
+        return f"cannot connect: {text}"
+    if name in ("ReadError", "RemoteProtocolError", "WriteError", "CloseError"):
+        what = "connection reset or closed" if text in ("", name) else text
+        return f"{what} ({name})"
+    return f"{name}: {text}"
 
 
 def _describe_timeout(exc: BaseException) -> str:
