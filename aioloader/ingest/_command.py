@@ -15,8 +15,10 @@ from typing import Any, cast
 
 __all__ = ("add_parser", "run")
 
-_STORE_SCHEMES = ("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://", "file://")
-_STORE_SCHEMES += ("memory://", "adl://", "azure://")
+_STORE_SCHEMES = (
+    *("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://"),
+    *("file://", "memory://", "adl://", "azure://"),
+)
 
 
 def _positive(text: str) -> int:
