@@ -202,7 +202,7 @@ class HttpFetcher:
 
     def statistics(self) -> HttpStatistics:
         """A snapshot of the counters."""
-        hosts = self._state._value.hosts if self._state._value is not None else None
+        state = self._state._value
         return HttpStatistics(
             requests=self._requests,
             retries=self._retries,
@@ -211,7 +211,8 @@ class HttpFetcher:
             failures=dict(sorted(self._failures.items())),
             bytes_read=self._bytes,
             in_flight=self._in_flight,
-            hosts=0 if hosts is None else len(hosts),
+            hosts=0 if state is None else len(state.hosts),
+            client="" if state is None else state.client.name,
         )
 
     async def aclose(self) -> None:

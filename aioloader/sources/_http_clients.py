@@ -175,7 +175,11 @@ class _Httpx(ClientAdapter):
     async def get(self, url: str) -> AsyncIterator[Response]:
         async with self._client.stream("GET", url) as response:
             headers = {k.lower(): v for k, v in response.headers.items()}
-            yield Response(response.status_code, headers, str(response.url), response.aiter_bytes())
+            chunks = _HttpxChunks(response)
+            try:
+                yield Response(response.status_code, headers, str(response.url), chunks)
+            finally:
+                await chunks.aclose()
 
     def classify(self, exc: BaseException) -> tuple[FailureReason, str, bool] | None:
         httpx = self._httpx
@@ -198,6 +202,40 @@ class _Httpx(ClientAdapter):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+class _HttpxChunks:
+    """``response.aiter_bytes()`` that can be abandoned midway without leaking generators.
+
+    httpx nests several async generators; closing the outer one leaves the inner ones to
+    the garbage collector (which trio reports as a ResourceWarning). Closing the response
+    first and then running the generators to their end finishes every one of them.
+    """
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self._chunks = response.aiter_bytes()
+        self._done = False
+
+    def __aiter__(self) -> _HttpxChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk: bytes = await self._chunks.__anext__()
+        except BaseException:
+            self._done = True
+            raise
+        return chunk
+
+    async def aclose(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        await self._response.aclose()
+        with contextlib.suppress(Exception):
+            async for _ in self._chunks:
+                pass
 
 
 def _installed(name: str) -> bool:
