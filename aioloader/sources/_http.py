@@ -117,6 +117,8 @@ class HttpFetcher:
         max_per_host: Most requests in flight to one host.
         connect_timeout: Seconds to open a connection (None: no limit).
         read_timeout: Seconds allowed between two reads of a response (None: no limit).
+        total_timeout: Seconds allowed for one attempt, body included (None: no limit);
+            catches servers that trickle a body slowly enough to dodge ``read_timeout``.
         retry: Retry policy for transient failures (default: 3 attempts).
         max_body_bytes: Largest body accepted; a longer one is cut off as ``"too_large"``.
         content_types: Media types accepted (``"image/"`` accepts every ``image/...``);
@@ -138,6 +140,7 @@ class HttpFetcher:
         max_per_host: int = 16,
         connect_timeout: float | None = 10.0,
         read_timeout: float | None = 30.0,
+        total_timeout: float | None = None,
         retry: RetryPolicy | None = None,
         max_body_bytes: int = 32 * 1024 * 1024,
         content_types: Sequence[str] | None = None,
@@ -155,6 +158,7 @@ class HttpFetcher:
         self.max_per_host = _positive_int("max_per_host", max_per_host)
         self.connect_timeout = _timeout("connect_timeout", connect_timeout)
         self.read_timeout = _timeout("read_timeout", read_timeout)
+        self.total_timeout = _timeout("total_timeout", total_timeout)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy but got {type(retry).__name__}")
         self.retry = retry or RetryPolicy(max_attempts=3, initial_backoff=0.5, max_backoff=10.0)
@@ -250,7 +254,13 @@ class HttpFetcher:
             while True:
                 attempt += 1
                 async with state.limit:
-                    outcome = await self._attempt(state.client, url, attempt)
+                    with anyio.move_on_after(self.total_timeout) as deadline:
+                        outcome = await self._attempt(state.client, url, attempt)
+                if deadline.cancelled_caught:
+                    detail = f"attempt took longer than total_timeout={self.total_timeout:g} s"
+                    failure = FetchResult(url, None, final_url=url, reason="timeout",
+                                          detail=detail, attempts=attempt)  # fmt: skip
+                    outcome = _Attempt(failure, transient=True)
                 result = outcome.result
                 if result.ok or not outcome.transient or attempt >= self.retry.max_attempts:
                     return self._finish(result)

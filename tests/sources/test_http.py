@@ -159,6 +159,15 @@ async def test_a_stalled_body_times_out(server: HttpTestServer, client: str) -> 
     assert (result.reason, result.detail, result.attempts) == ("timeout", "read timed out", 1)
 
 
+async def test_a_trickling_body_hits_the_total_timeout(server: HttpTestServer, client: str) -> None:
+    retry = RetryPolicy(max_attempts=2, initial_backoff=0)
+    fetcher = _fetcher(client, read_timeout=None, total_timeout=0.2, retry=retry)
+    async with fetcher:
+        result = await fetcher.fetch(server.url(f"/slow/total-{client}"))
+    assert (result.reason, result.attempts) == ("timeout", 2)
+    assert result.detail == "attempt took longer than total_timeout=0.2 s"
+
+
 async def test_a_declared_oversize_body_is_refused_unread(
     server: HttpTestServer, client: str
 ) -> None:
