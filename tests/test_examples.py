@@ -17,6 +17,7 @@ def test_examples_exist() -> None:
     assert [p.name for p in EXAMPLES] == [
         "distributed.py",
         "image_folder.py",
+        "ingest_then_train.py",
         "object_store.py",
         "quickstart.py",
         "resume.py",

@@ -120,6 +120,13 @@ CORE = (
 )
 
 SOURCES = (
+    "FAILURE_REASONS",
+    "FetchResult",
+    "HttpFetchError",
+    "HttpFetcher",
+    "HttpNotFoundError",
+    "HttpSource",
+    "HttpStatistics",
     "IMAGE_EXTENSIONS",
     "ImageFolder",
     "LabeledImage",

@@ -1,4 +1,4 @@
-"""The ``aioloader`` command: ``demo``, ``digest``, ``plan``, ``tune``, ``bench``.
+"""The ``aioloader`` command: ``demo``, ``digest``, ``plan``, ``tune``, ``bench``, ``ingest``.
 
 One module per subcommand (``_demo``, ``_digest``, ``_plan``, ``_tune``, ``_bench``), each
 with ``add_parser(commands)`` and ``run(args) -> lines``; ``main`` prints the lines only when

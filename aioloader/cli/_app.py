@@ -11,10 +11,10 @@ from typing import Any, NoReturn
 
 from .._compat import BaseExceptionGroup
 from .._errors import AioloaderError
-from . import _bench, _demo, _digest, _plan, _tune
+from . import _bench, _demo, _digest, _ingest, _plan, _tune
 from ._arguments import CommandError
 
-SUBCOMMANDS = (_demo, _digest, _plan, _tune, _bench)
+SUBCOMMANDS = (_demo, _digest, _plan, _tune, _bench, _ingest)
 
 DEBUG_VARIABLE = "AIOLOADER_DEBUG"
 """Set to 1 to get the traceback of an unexpected error instead of one line."""

@@ -15,6 +15,13 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._stream import Stream as Stream
 
 if TYPE_CHECKING:
+    from ._http import HttpFetcher as HttpFetcher
+    from ._http_result import FAILURE_REASONS as FAILURE_REASONS
+    from ._http_result import FetchResult as FetchResult
+    from ._http_result import HttpStatistics as HttpStatistics
+    from ._http_source import HttpFetchError as HttpFetchError
+    from ._http_source import HttpNotFoundError as HttpNotFoundError
+    from ._http_source import HttpSource as HttpSource
     from ._image_folder import IMAGE_EXTENSIONS as IMAGE_EXTENSIONS
     from ._image_folder import ImageFolder as ImageFolder
     from ._image_folder import LabeledImage as LabeledImage
@@ -27,6 +34,13 @@ if TYPE_CHECKING:
     from ._tar import decode_tar_sample as decode_tar_sample
 
 _LAZY = {
+    "FAILURE_REASONS": "._http_result",
+    "FetchResult": "._http_result",
+    "HttpFetchError": "._http_source",
+    "HttpFetcher": "._http",
+    "HttpNotFoundError": "._http_source",
+    "HttpSource": "._http_source",
+    "HttpStatistics": "._http_result",
     "IMAGE_EXTENSIONS": "._image_folder",
     "ImageFolder": "._image_folder",
     "LabeledImage": "._image_folder",
@@ -54,6 +68,13 @@ def __dir__() -> list[str]:
 
 
 __all__ = (
+    "FAILURE_REASONS",
+    "FetchResult",
+    "HttpFetchError",
+    "HttpFetcher",
+    "HttpNotFoundError",
+    "HttpSource",
+    "HttpStatistics",
     "IMAGE_EXTENSIONS",
     "ImageFolder",
     "LabeledImage",
