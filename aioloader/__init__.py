@@ -11,6 +11,7 @@ from ._errors import LoaderClosedError as LoaderClosedError
 from ._errors import MalformedShardError as MalformedShardError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import SourceError as SourceError
+from ._errors import WorkerDiedError as WorkerDiedError
 from .core import BatchAugmentation as BatchAugmentation
 from .core import BatchPlan as BatchPlan
 from .core import BatchRng as BatchRng
@@ -114,6 +115,7 @@ __all__ = (
     "SourceError",
     "TreeBatch",
     "TreeCollator",
+    "WorkerDiedError",
     "default_collate",
     "derive",
     "derive_slots",
