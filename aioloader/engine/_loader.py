@@ -20,6 +20,7 @@ BatchT = TypeVar("BatchT")
 
 THREADLESS_PLATFORMS = ("emscripten", "wasi")
 STATE_VERSION = 1
+EXECUTORS = ("thread", "process")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,9 @@ class DataLoader(Generic[SampleT, BatchT]):
         transform: optional ``transform(sample, rng) -> sample`` (rng stream 0).
         workers: threads for CPU work (transform and collation); 0 builds on the
             event loop's thread.
+        executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
+            whole steps into recycled shared memory, for transforms that hold the GIL
+            (transform, collator, samples and batches must pickle).
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
             and built with workers; with ``workers=0`` read ahead and built when taken).
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads).
@@ -100,6 +104,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         seed: int,
         transform: Transform | None = None,
         workers: int = 0,
+        executor: str = "thread",
         prefetch: int = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
@@ -132,6 +137,14 @@ class DataLoader(Generic[SampleT, BatchT]):
             raise ValueError(f"workers must be an integer >= 0 but got {requested_workers}")
         self.requested_workers = requested_workers
         self.workers = 0 if sys.platform in THREADLESS_PLATFORMS else requested_workers
+        # -- executor="process" (issue 14) --
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor must be 'thread' or 'process' but got {executor!r}")
+        if executor == "process" and self.workers < 1:
+            raise ValueError(
+                f"executor='process' requires workers >= 1 but got workers={requested_workers}"
+            )
+        self.executor = executor
         self.prefetch = _positive("prefetch", prefetch)
         self.max_inflight_reads = _positive("max_inflight_reads", max_inflight_reads)
         self._cursor = u64("start_step", start_step)

@@ -200,7 +200,7 @@ class ProcessBuilders:
             for index in range(workers):
                 jobs_read, jobs_write = context.Pipe(duplex=False)
                 replies, child_replies = context.Pipe(duplex=True)  # a Unix socket: fds pass
-                process = context.Process(
+                process = context.Process(  # type: ignore[attr-defined]
                     target=worker_main,
                     args=(index, jobs_read, child_replies),
                     name=f"aioloader-build-{index}",
@@ -265,9 +265,10 @@ class ProcessBuilders:
                 result, job.result = job.result, None
             release_batch(result)
             raise
-        if job.error is not None:
-            raise job.error
-        return job.result
+        result, failure, job.result, job.error = job.result, job.error, None, None
+        if failure is not None:
+            raise failure
+        return result
 
     def _pick_worker(self) -> _Worker:
         alive = [w for w in self._workers if w.alive]
@@ -299,6 +300,7 @@ class ProcessBuilders:
                     freed, worker.freed = worker.freed, []
                 worker.jobs.send_bytes(pickle.dumps((job.id, freed), protocol=5))
                 worker.jobs.send_bytes(payload)
+                del item, job, payload  # the job will hold its batch: keep no reference
         except OSError:
             return  # the worker is gone; the collector reports it
         finally:
@@ -365,11 +367,11 @@ class ProcessBuilders:
         try:
             mapping = worker.segments.view(stored.segment, stored.size)
             batch, _ = load_batch(stored, mapping, self._returns, worker.index, self._give_back)
-        except Exception as error:
-            add_note(error, f"aioloader: while unpacking the batch of global step {job.step}")
+        except Exception as unpack_error:
+            add_note(unpack_error, f"aioloader: while unpacking the batch of step {job.step}")
             with self._lock:
                 worker.freed.append(stored.segment)
-            self._complete(job, None, error)
+            self._complete(job, None, unpack_error)
             return True
         with self._lock:
             self._in_use += 1

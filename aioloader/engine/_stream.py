@@ -23,6 +23,7 @@ import sniffio
 from .._compat import add_note
 from ..core._plan import BatchPlan, plan_batch
 from ._build import build_batch
+from ._processes import ProcessBuilders
 from ._ring import PrefetchRing
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ class BatchStream(Generic[BatchT]):
         self._started = False
         self._finished = False
         self._threads: BuildThreads | None = None
+        self._processes: ProcessBuilders | None = None
 
     @property
     def ring(self) -> PrefetchRing[BatchT]:
@@ -256,9 +258,12 @@ class BatchStream(Generic[BatchT]):
         builders = self._loader.prefetch
         if self._stop is not None:
             builders = max(1, min(builders, self._stop - self._start))
-        if self._loader.workers > 0:
+        loader = self._loader
+        if self._loader.workers > 0 and loader.executor == "thread":
             self._threads = BuildThreads(self._loader.workers)
         try:
+            if loader.executor == "process":  # issue 14: worker processes build whole steps
+                self._processes = ProcessBuilders(loader.workers, loader.transform, loader.collator)
             async with anyio.create_task_group() as group:
                 for _ in range(builders):
                     group.start_soon(self._builder)
@@ -270,6 +275,9 @@ class BatchStream(Generic[BatchT]):
             if self._threads is not None:
                 self._threads.close()
                 self._threads = None  # the stream may outlive its work (statistics())
+            if self._processes is not None:
+                self._processes.close()
+                self._processes = None
 
     async def _builder(self) -> None:
         ring = self._ring
@@ -296,16 +304,19 @@ class BatchStream(Generic[BatchT]):
         build_started = time.perf_counter()
         stats.read_seconds += build_started - read_started
         threads = self._threads
-        if threads is None:
+        if self._processes is not None:
+            batch = await self._processes.build(plan, samples)
+        elif threads is None:
             return cast(BatchT, _Unbuilt(plan, samples))
-        batch = await threads.run(
-            build_batch,
-            plan,
-            samples,
-            loader.transform,
-            loader.collator,
-            discard=release_batch,
-        )
+        else:
+            batch = await threads.run(
+                build_batch,
+                plan,
+                samples,
+                loader.transform,
+                loader.collator,
+                discard=release_batch,
+            )
         stats.build_seconds += time.perf_counter() - build_started
         stats.batches_built += 1
         return batch  # type: ignore[no-any-return]
