@@ -2,8 +2,9 @@
 
 Messages, each one pickle (protocol 5) per ``send_bytes``:
 
-- parent to worker, on ``jobs``: first ``(transform, collator)``, then two messages per
-  step, ``(job_id, freed_segments)`` and ``(plan, samples)``; end of file means stop.
+- parent to worker, on ``jobs``: first ``(transform, collator)``, then per step
+  ``(job_id, freed_segments, buffer_sizes)``, the pickle of ``(plan, samples)`` and its
+  out-of-band buffers (the samples' arrays), one message each; end of file means stop.
 - worker to parent, on ``replies`` (a Unix socket): ``("ready", pid)`` once, then per job
   ``("batch", job_id, StoredBatch)`` (followed by the descriptor of a new segment, if
   any) or ``("error", job_id, exception)``; ``("fatal", text)`` if the setup failed.
@@ -72,12 +73,17 @@ def _serve(worker: int, jobs: Connection, replies: Connection) -> None:
             message = jobs.recv_bytes()
         except EOFError:  # the parent closed the pipe or died
             return
-        job_id, freed = pickle.loads(message)
+        job_id, freed, sizes = pickle.loads(message)
         arena.free(freed)
         try:
-            plan, samples = pickle.loads(jobs.recv_bytes())
+            payload = jobs.recv_bytes()
+            buffers = [bytearray(size) for size in sizes]  # writable, as the parent's were
+            for buffer in buffers:
+                jobs.recv_bytes_into(buffer)
         except EOFError:
             return
+        plan, samples = pickle.loads(payload, buffers=buffers)
+        del payload, buffers
         try:
             batch = build_batch(plan, samples, transform, collator)
         except Exception as error:
