@@ -69,7 +69,7 @@ NOTES = {
         "marked extrapolated time a smaller skip and scale it linearly.",
     ],
     "W1P": [
-        "Every row gives bit-identical batches (checked before timing). Batches/s over 40 "
+        "Every row gives bit-identical batches (checked before timing). Batches/s over 60 "
         "batches after 4 untimed ones (process start-up, prefetch fill) per round; "
         "'first batch (s)' is from opening a stream to its first batch.",
     ],

@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import resource
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +47,7 @@ class W1PConfig:
     batch: int = 32
     prefetch: int = 8
     warm: int = 4  # batches consumed before the clock starts (process start-up, prefetch)
-    count: int = 40  # batches timed per measurement
+    count: int = 60  # batches timed per measurement
     verify: int = 5
 
     @property
@@ -173,12 +177,49 @@ class Aioloader(System):
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
         yield self._loader().iter_sync(0, stop)
 
+    def cpu_per_batch(self, skip: int = 8, count: int = 80) -> tuple[float, float]:
+        """Steady-state CPU milliseconds per batch: (this process, its worker processes).
+
+        Independent of how loaded the machine is, unlike batches/s.
+        """
+        import anyio
+
+        loader = self._loader()
+        spent: list[float] = []
+
+        def mark(pids: tuple[int, ...]) -> None:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            spent.append(usage.ru_utime + usage.ru_stime)
+            spent.append(sum(_cpu_seconds(pid) for pid in pids))
+
+        async def consume() -> None:
+            async with loader.stream(0, skip + count) as stream:
+                async for seen, _ in _enumerate(stream):
+                    if seen + 1 in (skip, skip + count):
+                        processes = stream._processes
+                        mark(processes.statistics().worker_pids if processes else ())
+
+        anyio.run(consume, backend="asyncio", backend_options={"use_uvloop": True})
+        return (spent[2] - spent[0]) * 1e3 / count, (spent[3] - spent[1]) * 1e3 / count
+
     def first_batch_seconds(self) -> float:
         """From opening a stream to holding its first batch (process start-up included)."""
         started = time.perf_counter()
         with contextlib.closing(self._loader().iter_sync(0, 1)) as batches:
             next(batches)
             return time.perf_counter() - started
+
+
+async def _enumerate(stream: Any) -> Any:
+    seen = 0
+    async for item in stream:
+        yield seen, item
+        seen += 1
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class TorchDataset:
@@ -330,6 +371,9 @@ def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
         facts: dict[str, Any] = {}
         if isinstance(system, Aioloader):
             facts["first batch (s)"] = round(system.first_batch_seconds(), 3)
+            if sys.platform == "linux":
+                parent, workers = system.cpu_per_batch()
+                facts["CPU ms/batch: parent + workers"] = f"{parent:.2f} + {workers:.2f}"
         out.append(
             Case(
                 workload="W1P",
