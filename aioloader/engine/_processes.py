@@ -292,7 +292,8 @@ class ProcessBuilders:
         if not alive:
             first = self._workers[0]
             raise WorkerDiedError(
-                f"aioloader: every build worker has died (worker 0: pid {first.pid}, "
+                f"aioloader: every build worker has died (worker 0: pid "
+                f"{first.pid or first.process.pid}, "
                 f"{describe_exit(first.process.exitcode)})",
                 0,
                 first.process.exitcode,

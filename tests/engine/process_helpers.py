@@ -115,3 +115,29 @@ def shm_entries(prefix: str = "aioloader") -> list[str]:
     if not shm.is_dir():
         return []
     return sorted(p.name for p in shm.iterdir() if p.name.startswith(prefix))
+
+
+class BrokenInWorker:
+    """Pickles fine, but fails to unpickle (as a module missing in the worker would)."""
+
+    def __call__(self, sample: Any, rng: SampleRng) -> Any:
+        return sample
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_refuse, ())
+
+
+def _refuse() -> None:
+    raise ImportError("no module named 'only_in_the_parent'")
+
+
+class Opaque:
+    """A value that does not pickle."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError("Opaque objects do not pickle")
+
+
+def opaque_collator(samples: Sequence[Any], plan: BatchPlan) -> dict[str, Any]:
+    """Returns a batch that cannot leave the worker."""
+    return {"x": np.stack(samples), "handle": Opaque()}

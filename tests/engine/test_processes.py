@@ -37,10 +37,12 @@ from aioloader.engine._processes import ProcessBuilders, describe_exit
 from aioloader.engine._shm_pool import SEGMENT_PREFIX
 from aioloader.testing import MemoryDataset
 from tests.engine.process_helpers import (
+    BrokenInWorker,
     Crash,
     brighten,
     dict_collator,
     image_samples,
+    opaque_collator,
     rows,
     sequences,
     shift,
@@ -243,6 +245,34 @@ async def test_worker_death_surfaces_as_an_error_naming_worker_and_exit_code(
     assert f"died with {code}" in str(error)
     assert f"build worker {error.worker} (pid " in str(error)
     assert error.exitcode == (3 if how == "exit" else -signal.SIGKILL)
+
+
+@pytest.mark.anyio
+async def test_a_worker_whose_setup_fails_dies_with_its_reason() -> None:
+    builders = ProcessBuilders(1, BrokenInWorker(), dict_collator)
+    try:
+        plan = plan_batch(SequentialSampler(4, 4), SEED, 0)
+        with pytest.raises(WorkerDiedError, match="died with exit code 1") as info:
+            await builders.build(plan, rows(4))
+        assert "its setup failed" in str(info.value)
+        assert "only_in_the_parent" in str(info.value)
+        with pytest.raises(WorkerDiedError, match="every build worker has died"):
+            await builders.build(plan, rows(4))
+    finally:
+        builders.close()
+
+
+@pytest.mark.anyio
+async def test_a_batch_that_cannot_leave_the_worker_is_an_error_with_a_note() -> None:
+    builders = ProcessBuilders(1, None, opaque_collator)
+    try:
+        plan = plan_batch(SequentialSampler(4, 4), SEED, 0)
+        with pytest.raises(TypeError, match="Opaque objects do not pickle") as info:
+            await builders.build(plan, rows(4))
+        assert "the batch of global step 0 could not be sent" in "\n".join(info.value.__notes__)
+        assert builders.statistics().workers_alive == 1
+    finally:
+        builders.close()
 
 
 def test_describe_exit() -> None:
