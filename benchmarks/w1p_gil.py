@@ -130,6 +130,21 @@ class System:
     def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
         raise NotImplementedError
 
+    def cpu_per_batch(self, warm: int, count: int) -> tuple[float, float]:
+        """Steady-state CPU ms per batch: (this process, the processes below it).
+
+        Read from /proc over ``count`` batches after ``warm``; unlike batches/s it does not
+        depend on how loaded the machine is.
+        """
+        marks = []
+        # 32 more batches than measured: the workers are still alive at the last mark.
+        with self.batches(warm + count + 32) as batches:
+            for seen, _ in enumerate(batches, 1):
+                if seen in (warm, warm + count):
+                    marks.append(_cpu_now())
+        (own0, kids0), (own1, kids1) = marks
+        return (own1 - own0) * 1e3 / count, (kids1 - kids0) * 1e3 / count
+
     def measure(self, warm: int, count: int) -> float:
         """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
         seen, started = 0, 0.0
@@ -177,31 +192,6 @@ class Aioloader(System):
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
         yield self._loader().iter_sync(0, stop)
 
-    def cpu_per_batch(self, skip: int = 8, count: int = 80) -> tuple[float, float]:
-        """Steady-state CPU milliseconds per batch: (this process, its worker processes).
-
-        Independent of how loaded the machine is, unlike batches/s.
-        """
-        import anyio
-
-        loader = self._loader()
-        spent: list[float] = []
-
-        def mark(pids: tuple[int, ...]) -> None:
-            usage = resource.getrusage(resource.RUSAGE_SELF)
-            spent.append(usage.ru_utime + usage.ru_stime)
-            spent.append(sum(_cpu_seconds(pid) for pid in pids))
-
-        async def consume() -> None:
-            async with loader.stream(0, skip + count) as stream:
-                async for seen, _ in _enumerate(stream):
-                    if seen + 1 in (skip, skip + count):
-                        processes = stream._processes
-                        mark(processes.statistics().worker_pids if processes else ())
-
-        anyio.run(consume, backend="asyncio", backend_options={"use_uvloop": True})
-        return (spent[2] - spent[0]) * 1e3 / count, (spent[3] - spent[1]) * 1e3 / count
-
     def first_batch_seconds(self) -> float:
         """From opening a stream to holding its first batch (process start-up included)."""
         started = time.perf_counter()
@@ -210,16 +200,36 @@ class Aioloader(System):
             return time.perf_counter() - started
 
 
-async def _enumerate(stream: Any) -> Any:
-    seen = 0
-    async for item in stream:
-        yield seen, item
-        seen += 1
-
-
 def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants() -> list[int]:
+    """Pids of every live process below this one."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _cpu_now() -> tuple[float, float]:
+    """CPU seconds of this process and of every live process below it."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, sum(map(_cpu_seconds, _descendants()))
 
 
 class TorchDataset:
@@ -371,9 +381,9 @@ def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
         facts: dict[str, Any] = {}
         if isinstance(system, Aioloader):
             facts["first batch (s)"] = round(system.first_batch_seconds(), 3)
-            if sys.platform == "linux":
-                parent, workers = system.cpu_per_batch()
-                facts["CPU ms/batch: parent + workers"] = f"{parent:.2f} + {workers:.2f}"
+        if sys.platform == "linux":
+            own, below = system.cpu_per_batch(8, 80)
+            facts["CPU ms/batch: main process + workers"] = f"{own:.2f} + {below:.2f}"
         out.append(
             Case(
                 workload="W1P",
