@@ -14,35 +14,36 @@ loop's thread-safe call (asyncio, uvloop, trio).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
-import queue
-import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
 import anyio
-import sniffio
 
 from .._compat import add_note
 from .._errors import LoaderClosedError, WorkerDiedError
 from ..core._plan import BatchPlan
 from ._build import Transform
 from ._process_worker import worker_main
-from ._shm_pool import IS_POSIX, ParentSegments, SegmentLease, SegmentReturns, load_batch
+from ._shm_pool import IS_POSIX, SegmentLease, SegmentReturns, load_batch
+from ._worker_handle import (
+    Job,
+    WorkerHandle,
+    describe_exit,
+    release_batch,
+    threadsafe_caller,
+    widen_pipe,
+)
 
 MP_CONTEXTS = ("spawn", "forkserver")
-_F_SETPIPE_SZ = 1031
 _JOIN_SECONDS = 5.0
 
 
@@ -74,88 +75,6 @@ class ProcessStatistics:
     segments_in_use: int
     bytes_in_pool: int
     jobs_pending: int
-
-
-def _threadsafe_caller() -> Callable[[Callable[[], object]], object]:
-    """``call(fn)`` from any thread runs ``fn`` soon on the current event loop's thread."""
-    if sniffio.current_async_library() == "trio":
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    import asyncio
-
-    return asyncio.get_running_loop().call_soon_threadsafe
-
-
-def release_batch(batch: Any) -> None:
-    """``batch.release()`` if the batch has one."""
-    release = getattr(batch, "release", None)
-    if callable(release):
-        release()
-
-
-def describe_exit(exitcode: int | None) -> str:
-    """``"exit code 3"``, ``"exit code -9 (SIGKILL)"``."""
-    if exitcode is None:
-        return "an unknown exit code"
-    if exitcode < 0:
-        with contextlib.suppress(ValueError):
-            return f"exit code {exitcode} ({signal.Signals(-exitcode).name})"
-    return f"exit code {exitcode}"
-
-
-def _widen_pipe(fd: int) -> None:
-    """Ask Linux for a 1 MiB pipe (fewer wake-ups per step's samples); fine if refused."""
-    if sys.platform == "linux":
-        import fcntl
-
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
-
-
-class _Job:
-    __slots__ = ("abandoned", "done", "error", "id", "result", "step", "wake")
-
-    def __init__(self, job_id: int, step: int, wake: Callable[[], None]) -> None:
-        self.id, self.step, self.wake = job_id, step, wake
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.done = False
-        self.abandoned = False
-
-
-class _Worker:
-    __slots__ = (
-        "alive",
-        "fatal",
-        "freed",
-        "index",
-        "jobs",
-        "outbox",
-        "pending",
-        "pid",
-        "process",
-        "ready",
-        "replies",
-        "segments",
-        "sender",
-    )
-
-    def __init__(self, index: int, process: BaseProcess, jobs: Any, replies: Any) -> None:
-        self.index, self.process = index, process
-        self.jobs: multiprocessing.connection.Connection = jobs
-        self.replies: multiprocessing.connection.Connection = replies
-        self.outbox: queue.SimpleQueue[tuple[_Job, bytes, list[memoryview]] | None] = (
-            queue.SimpleQueue()
-        )
-        self.pending: collections.deque[_Job] = collections.deque()
-        self.freed: list[int] = []
-        self.segments = ParentSegments()
-        self.alive = True
-        self.ready = False
-        self.pid = 0
-        self.fatal = ""
-        self.sender: threading.Thread | None = None
 
 
 class ProcessBuilders:
@@ -208,11 +127,11 @@ class ProcessBuilders:
         self._ready: float | None = None
         self._wake_read, self._wake_write = os.pipe()
         context = multiprocessing.get_context(mp_context)
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerHandle] = []
         try:
             for index in range(workers):
                 jobs_read, jobs_write = context.Pipe(duplex=False)
-                _widen_pipe(jobs_write.fileno())
+                widen_pipe(jobs_write.fileno())
                 replies, child_replies = context.Pipe(duplex=True)  # a Unix socket: fds pass
                 process = context.Process(  # type: ignore[attr-defined]
                     target=worker_main,
@@ -223,7 +142,7 @@ class ProcessBuilders:
                 process.start()
                 jobs_read.close()
                 child_replies.close()
-                worker = _Worker(index, process, jobs_write, replies)
+                worker = WorkerHandle(index, process, jobs_write, replies)
                 worker.sender = threading.Thread(
                     target=self._send,
                     args=(worker, setup),
@@ -260,7 +179,7 @@ class ProcessBuilders:
             )
             raise
         done = anyio.Event()
-        call_soon = _threadsafe_caller()
+        call_soon = threadsafe_caller()
 
         def wake() -> None:
             with contextlib.suppress(RuntimeError):  # the loop has closed
@@ -270,7 +189,7 @@ class ProcessBuilders:
             if self._closed:
                 raise LoaderClosedError("these worker processes were closed")
             worker = self._pick_worker()
-            job = _Job(self._next_job, plan.global_step, wake)
+            job = Job(self._next_job, plan.global_step, wake)
             self._next_job += 1
             worker.pending.append(job)
         worker.outbox.put((job, payload, raws))
@@ -287,7 +206,7 @@ class ProcessBuilders:
             raise failure
         return result
 
-    def _pick_worker(self) -> _Worker:
+    def _pick_worker(self) -> WorkerHandle:
         alive = [w for w in self._workers if w.alive]
         if not alive:
             first = self._workers[0]
@@ -301,7 +220,7 @@ class ProcessBuilders:
         return min(alive, key=lambda w: len(w.pending))
 
     # -- sender threads ---------------------------------------------------------------
-    def _send(self, worker: _Worker, setup: bytes) -> None:
+    def _send(self, worker: WorkerHandle, setup: bytes) -> None:
         try:
             worker.jobs.send_bytes(setup)
             while True:
@@ -331,7 +250,7 @@ class ProcessBuilders:
     def _collect(self) -> None:
         wake = self._wake_read
         while True:
-            waiting: dict[Any, _Worker] = {}
+            waiting: dict[Any, WorkerHandle] = {}
             for worker in self._workers:
                 if worker.alive:
                     waiting[worker.replies] = worker
@@ -353,7 +272,7 @@ class ProcessBuilders:
                             pass
                     self._bury(worker)
 
-    def _receive(self, worker: _Worker) -> bool:
+    def _receive(self, worker: WorkerHandle) -> bool:
         """Handle one message of ``worker``; ``False`` at end of file."""
         try:
             message = pickle.loads(worker.replies.recv_bytes())
@@ -402,7 +321,7 @@ class ProcessBuilders:
         self._complete(job, batch, None)
         return True
 
-    def _complete(self, job: _Job, batch: Any, error: BaseException | None) -> None:
+    def _complete(self, job: Job, batch: Any, error: BaseException | None) -> None:
         with self._lock:
             abandoned = job.abandoned
             if not abandoned:
@@ -417,7 +336,7 @@ class ProcessBuilders:
             self._workers[lease.worker].freed.append(lease.segment)
             self._in_use -= 1
 
-    def _bury(self, worker: _Worker) -> None:
+    def _bury(self, worker: WorkerHandle) -> None:
         """``worker`` has exited: fail every step it still owed."""
         worker.process.join()
         exitcode = worker.process.exitcode
