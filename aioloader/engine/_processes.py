@@ -243,11 +243,28 @@ class ProcessBuilders:
                 del item, job, payload, raws  # the job will hold its batch: keep no reference
         except OSError:
             return  # the worker is gone; the collector reports it
+        except Exception as error:  # pragma: no cover - a bug: the pipe may be out of step
+            worker.fatal = f"aioloader: its sender thread failed: {error!r}"
+            worker.process.terminate()  # the collector sees the death and fails its steps
         finally:
             worker.jobs.close()
 
     # -- the collector thread ---------------------------------------------------------
     def _collect(self) -> None:
+        try:
+            self._collect_until_woken()
+        except Exception as error:  # pragma: no cover - a bug: fail every step, never hang
+            for worker in self._workers:
+                with self._lock:
+                    jobs, worker.alive = list(worker.pending), False
+                    worker.pending.clear()
+                with contextlib.suppress(Exception):
+                    worker.process.terminate()
+                for job in jobs:
+                    failure = RuntimeError(f"aioloader: the collector thread failed: {error!r}")
+                    self._complete(job, None, failure)
+
+    def _collect_until_woken(self) -> None:
         wake = self._wake_read
         while True:
             waiting: dict[Any, WorkerHandle] = {}
@@ -290,7 +307,8 @@ class ProcessBuilders:
         job_id = message[1]
         with self._lock:
             job = worker.pending.popleft()
-        assert job.id == job_id, (job.id, job_id)
+        if job.id != job_id:  # pragma: no cover - a bug
+            raise RuntimeError(f"worker {worker.index} answered job {job_id}, not {job.id}")
         if kind == "error":
             self._complete(job, None, message[2])
             return True
