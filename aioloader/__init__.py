@@ -20,6 +20,7 @@ from ._errors import LoaderClosedError as LoaderClosedError
 from ._errors import MalformedShardError as MalformedShardError
 from ._errors import ObjectNotFoundError as ObjectNotFoundError
 from ._errors import SourceError as SourceError
+from ._errors import WorkerDiedError as WorkerDiedError
 from ._protocols import BatchedDataset as BatchedDataset
 from ._protocols import Collator as Collator
 from ._protocols import Dataset as Dataset
@@ -125,6 +126,7 @@ __all__ = (
     "TarShards",
     "TreeBatch",
     "TreeCollator",
+    "WorkerDiedError",
     "decode_bytes",
     "decode_npy",
     "default_collate",

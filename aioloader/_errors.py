@@ -8,6 +8,7 @@ names the argument, the rule and the value seen. Everything else derives from on
      +-- LoaderClosedError     (also RuntimeError) a finished or closed stream was used
      +-- CollateError          (also RuntimeError) samples that cannot be stacked (the
      |                         messages of torch's default_collate, for familiarity)
+     +-- WorkerDiedError       (also RuntimeError) a build worker process ended mid-step
      +-- SourceError           (also OSError) a data source could not deliver a sample
           +-- ObjectNotFoundError   a key or path that does not exist
           +-- MalformedShardError   a tar shard that is truncated or malformed
@@ -45,3 +46,20 @@ class ObjectNotFoundError(SourceError):
 
 class MalformedShardError(SourceError):
     """A tar shard is truncated or malformed."""
+
+
+class WorkerDiedError(AioloaderError, RuntimeError):
+    """A build worker process ended (crash, signal, ``os._exit``) before its batch was built.
+
+    Attributes:
+        worker: The worker's number, ``0 .. workers-1``.
+        exitcode: Its exit status; ``-N`` when killed by signal ``N``.
+    """
+
+    def __init__(self, message: str, worker: int, exitcode: int | None) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.exitcode = exitcode
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.worker, self.exitcode), self.__dict__)

@@ -37,7 +37,7 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
 
 import harness  # noqa: E402
 
-WORKLOADS = ("W1", "W1U", "W2", "W3", "W4")
+WORKLOADS = ("W1", "W1U", "W1P", "W2", "W3", "W4")
 TITLES = {
     "W1": "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
@@ -46,6 +46,7 @@ TITLES = {
     "W2": "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64",
     "W3": "100,000 token sequences, log-normal lengths (median 200, cap 2,048)",
     "W4": "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)",
+    "W1P": "a GIL-bound transform: pure-Python loop over 3,000 floats per sample, batch 32",
 }
 NOTES = {
     "W1": [
@@ -73,6 +74,11 @@ NOTES = {
     "W4": [
         "Ratios divide torch's naive resume (load and drop 10^9 batches) by each row. Rows "
         "marked extrapolated time a smaller skip and scale it linearly.",
+    ],
+    "W1P": [
+        "Every row gives bit-identical batches (checked before timing). Batches/s over 60 "
+        "batches after 4 untimed ones (process start-up, prefetch fill) per round; "
+        "'first batch (s)' is from opening a stream to its first batch.",
     ],
 }
 
@@ -177,6 +183,14 @@ def build_cases(
         notes["W4"] = w4_notes + notes["W4"]
         if quick:
             notes["W4"].append(f"Quick run: {cfg4}.")
+    if "W1P" in workloads:
+        import w1p_gil
+
+        cfg1p = w1p_gil.W1PConfig(count=8, verify=2) if quick else w1p_gil.W1PConfig()
+        log("W1P: building and checking every port")
+        cases += w1p_gil.cases(cfg1p, log)
+        if quick:
+            notes["W1P"].append(f"Quick run: {cfg1p}.")
     return cases, notes
 
 
@@ -245,6 +259,10 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
                     "met": fraction >= bound,
                 }
             )
+    if any(c.workload == "W1P" for c in cases):
+        import w1p_gil
+
+        out += w1p_gil.targets(cases, _target)
     resume = next((c for c in cases if c.workload == "W4" and c.group == "aioloader"), None)
     if resume is not None and resume.values:
         ms = _median(resume) * 1e3  # type: ignore[operator]

@@ -59,6 +59,7 @@ TOP_LEVEL = (
     "TarShards",
     "TreeBatch",
     "TreeCollator",
+    "WorkerDiedError",
     "decode_bytes",
     "decode_npy",
     "default_collate",

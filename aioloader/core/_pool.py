@@ -124,6 +124,13 @@ class BufferPool:
         self._buffers_held = 0
         self._prune_mark = 256
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A pool pickles as an empty pool with the same limits (its buffers are a cache).
+
+        So a collator that holds one can be sent to a worker process.
+        """
+        return (BufferPool, (self._max_bytes_held, self._max_objects))
+
     def acquire(self, shape: Any, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
         """An uninitialised C-contiguous array of ``shape`` and ``dtype`` (contents arbitrary)."""
         dims = _check_shape(shape)

@@ -40,8 +40,10 @@ CONFIGURATION = frozenset(
         "requested_workers",
         "prefetch",
         "max_inflight_reads",
+        "executor",
     }
 )
+EXECUTORS = ("thread", "process")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,9 @@ class DataLoader(Generic[SampleT, BatchT]):
             rng is derived for it).
         workers: threads for CPU work (transform and collation); 0 builds on the
             event loop's thread.
+        executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
+            whole steps into recycled shared memory, for transforms that hold the GIL
+            (transform, collator, samples and batches must pickle).
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
             and built with workers; with ``workers=0`` read ahead and built when taken).
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
@@ -147,6 +152,7 @@ class DataLoader(Generic[SampleT, BatchT]):
     seed: int
     workers: int
     requested_workers: int
+    executor: str
     prefetch: int
     max_inflight_reads: int
 
@@ -159,6 +165,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         seed: int,
         transform: Transform | None = None,
         workers: int = 0,
+        executor: str = "thread",
         prefetch: int = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
@@ -200,6 +207,13 @@ class DataLoader(Generic[SampleT, BatchT]):
         config["seed"] = u64("seed", seed)
         config["requested_workers"] = requested_workers
         config["workers"] = 0 if sys.platform in THREADLESS_PLATFORMS else requested_workers
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor must be 'thread' or 'process' but got {executor!r}")
+        if executor == "process" and config["workers"] < 1:
+            raise ValueError(
+                f"executor='process' requires workers >= 1 but got workers={requested_workers}"
+            )
+        config["executor"] = executor
         config["prefetch"] = _positive("prefetch", prefetch, PREFETCH_LIMIT)
         config["max_inflight_reads"] = _positive(
             "max_inflight_reads", max_inflight_reads, READS_LIMIT

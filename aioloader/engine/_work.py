@@ -20,6 +20,7 @@ import sniffio
 from .._compat import add_note
 from ..core._plan import BatchPlan
 from ._build import build_batch
+from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, make_batch_reader
 from ._ring import PrefetchRing
 from ._threads import BuildThreads
@@ -64,6 +65,7 @@ class StreamWork(Generic[BatchT]):
         self._scope: anyio.CancelScope | None = None
         self._cancelled = False
         self._threads: BuildThreads | None = None
+        self._processes: ProcessBuilders | None = None
         self._read: BatchReader | None = None
         self._loop_thread: int | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
@@ -134,8 +136,12 @@ class StreamWork(Generic[BatchT]):
                 builders = loader.prefetch
                 if self._stop is not None:
                     builders = max(1, min(builders, self._stop - self._start))
-                if loader.workers > 0:
+                if loader.workers > 0 and loader.executor == "thread":
                     self._threads = BuildThreads(loader.workers)
+                elif loader.executor == "process":  # worker processes build whole steps
+                    self._processes = ProcessBuilders(
+                        loader.workers, loader.transform, loader.collator
+                    )
                 self._read = make_batch_reader(
                     loader.dataset, self.bound, self._threads, loader.workers
                 )
@@ -151,6 +157,9 @@ class StreamWork(Generic[BatchT]):
             if self._threads is not None:
                 self._threads.close()
                 self._threads = None
+            if self._processes is not None:
+                self._processes.close()
+                self._processes = None
             self._read = None
             self.running = False
             loader._works.discard(self)
@@ -192,6 +201,11 @@ class StreamWork(Generic[BatchT]):
         build_started = time.perf_counter()
         stats.read_seconds += build_started - read_started
         threads = self._threads
+        if self._processes is not None:
+            batch = await self._processes.build(plan, samples)
+            stats.build_seconds += time.perf_counter() - build_started
+            stats.batches_built += 1
+            return batch  # type: ignore[no-any-return]
         if threads is None:
             return cast(BatchT, Unbuilt(plan, samples))
         batch = await threads.run(

@@ -1,0 +1,441 @@
+"""W1P: a transform that holds the GIL (pure-Python per-sample loop), for worker processes.
+
+2,048 in-memory samples, each 3,000 float64 values (fixed seed). The transform walks the
+values in pure Python (a leaky running sum, clipped to [-4, 4], shifted by one draw of
+the sample's rng, stream 0) and keeps 16 checkpoints: a float32 ``[16]``. Batch 32; the
+collator stacks them into ``{"features": [32, 16], "indices": [32], "global_step": g}``.
+Every port computes the same function of the global step (checked before timing).
+
+- aioloader: ``DataLoader(..., workers=w, prefetch=8)`` with threads (0, 2) and
+  ``executor="process"`` (2 processes), ``async for`` on asyncio with uvloop. With processes
+  the parent reads the samples and sends them; each worker runs transform and collation.
+- torch: ``DataLoader(num_workers=w)``: a map-style dataset applying the transform in
+  ``__getitem__`` (keys from the batch sampler: step, slot, index), ``collate_fn`` stacks.
+- Grain: ``MapDataset.source(steps).map(build_step).to_iter_dataset()
+  .mp_prefetch(MultiprocessingOptions(num_workers=2))``; the workers rebuild the samples
+  from the seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from harness import Case
+
+from aioloader.core import BatchPlan, SampleRng, ShuffledSampler, derive, plan_batch
+from aioloader.engine._build import build_batch
+
+SEED = 0
+CHECKPOINTS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class W1PConfig:
+    """Sizes of the workload and of one measurement."""
+
+    samples: int = 2048
+    length: int = 3000
+    batch: int = 32
+    prefetch: int = 8
+    warm: int = 4  # batches consumed before the clock starts (process start-up, prefetch)
+    count: int = 60  # batches timed per measurement
+    verify: int = 5
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.samples // self.batch
+
+
+def make_samples(cfg: W1PConfig) -> list[np.ndarray[Any, Any]]:
+    """The dataset (deterministic from the config)."""
+    matrix = np.random.default_rng(SEED).standard_normal((cfg.samples, cfg.length))
+    return list(matrix)
+
+
+def gil_transform(sample: np.ndarray[Any, Any], rng: SampleRng) -> np.ndarray[Any, Any]:
+    """Pure Python over every value: holds the GIL for the whole sample."""
+    values = sample.tolist()
+    bias = float(rng.next_single()) - 0.5
+    every = len(values) // CHECKPOINTS
+    acc = 0.0
+    out = []
+    for k, x in enumerate(values):
+        acc = 0.99 * acc + x + bias
+        if acc > 4.0:
+            acc = 4.0
+        elif acc < -4.0:
+            acc = -4.0
+        if k % every == every - 1:
+            out.append(acc)
+    return np.array(out[:CHECKPOINTS], np.float32)
+
+
+def collate(samples: Sequence[np.ndarray[Any, Any]], plan: BatchPlan) -> dict[str, Any]:
+    """Stack the features; the batch knows its step and indices."""
+    return {
+        "features": np.stack(samples),
+        "indices": plan.indices.astype(np.int64),
+        "global_step": plan.global_step,
+    }
+
+
+def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Bit equality of two batches (any of the ports' dicts)."""
+    return (
+        int(a["global_step"]) == int(b["global_step"])
+        and np.asarray(a["indices"]).tobytes() == np.asarray(b["indices"]).tobytes()
+        and np.asarray(a["features"]).tobytes() == np.asarray(b["features"]).tobytes()
+        and np.asarray(a["features"]).dtype == np.asarray(b["features"]).dtype
+    )
+
+
+class StepBuilder:
+    """``g -> batch``; picklable: a spawned worker rebuilds the samples from the seed."""
+
+    def __init__(self, cfg: W1PConfig, samples: list[Any] | None) -> None:
+        self.cfg, self._samples = cfg, samples
+        self.sampler = ShuffledSampler(cfg.samples, cfg.batch)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"cfg": self.cfg}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["cfg"], None)  # type: ignore[misc]
+
+    def __call__(self, g: int) -> dict[str, Any]:
+        if self._samples is None:
+            self._samples = make_samples(self.cfg)
+        plan = plan_batch(self.sampler, SEED, g)
+        chosen = [self._samples[i] for i in plan.indices.tolist()]
+        batch: dict[str, Any] = build_batch(plan, chosen, gil_transform, collate)
+        return batch
+
+
+class System:
+    """A port: ``batches(stop)`` yields the batches of steps ``[0, stop)`` in order."""
+
+    name = ""
+    group = ""
+    note = ""
+
+    def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
+        raise NotImplementedError
+
+    def cpu_per_batch(self, warm: int, count: int) -> tuple[float, float]:
+        """Steady-state CPU ms per batch: (this process, the processes below it).
+
+        Read from /proc over ``count`` batches after ``warm``; unlike batches/s it does not
+        depend on how loaded the machine is.
+        """
+        marks = []
+        # 32 more batches than measured: the workers are still alive at the last mark.
+        with self.batches(warm + count + 32) as batches:
+            for seen, _ in enumerate(batches, 1):
+                if seen in (warm, warm + count):
+                    marks.append(_cpu_now())
+        (own0, kids0), (own1, kids1) = marks
+        return (own1 - own0) * 1e3 / count, (kids1 - kids0) * 1e3 / count
+
+    def measure(self, warm: int, count: int) -> float:
+        """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
+        seen, started = 0, 0.0
+        with self.batches(warm + count) as batches:
+            for _ in batches:
+                if seen == warm:
+                    started = time.perf_counter()
+                seen += 1
+            ended = time.perf_counter()
+        if seen != warm + count:
+            raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
+        return count / (ended - started)
+
+
+class Aioloader(System):
+    group = "aioloader"
+
+    def __init__(self, cfg: W1PConfig, samples: list[Any], workers: int, executor: str) -> None:
+        from aioloader.testing import MemoryDataset
+
+        self.cfg, self.workers, self.executor = cfg, workers, executor
+        self.dataset = MemoryDataset(samples)
+        kind = "processes" if executor == "process" else "threads"
+        self.name = f"aioloader {kind} workers={workers}"
+        self.note = (
+            f"DataLoader(executor={executor!r}, workers={workers}, prefetch={cfg.prefetch}), "
+            "async for on asyncio with uvloop"
+        )
+
+    def _loader(self) -> Any:
+        from aioloader import DataLoader
+
+        return DataLoader(
+            self.dataset,
+            ShuffledSampler(self.cfg.samples, self.cfg.batch),
+            collate,
+            seed=SEED,
+            transform=gil_transform,
+            workers=self.workers,
+            executor=self.executor,
+            prefetch=self.cfg.prefetch,
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield self._loader().iter_sync(0, stop)
+
+    def measure(self, warm: int, count: int) -> float:
+        """Like ``System.measure``, consumed with ``async for`` (no portal thread)."""
+        import anyio
+
+        loader = self._loader()
+
+        async def consume() -> float:
+            seen, started = 0, 0.0
+            async with loader.stream(0, warm + count) as stream:
+                async for _ in stream:
+                    if seen == warm:
+                        started = time.perf_counter()
+                    seen += 1
+                ended = time.perf_counter()
+            return count / (ended - started)
+
+        return float(anyio.run(consume, backend_options={"use_uvloop": True}))
+
+    def first_batch_seconds(self) -> float:
+        """From opening a stream to holding its first batch (process start-up included)."""
+        started = time.perf_counter()
+        with contextlib.closing(self._loader().iter_sync(0, 1)) as batches:
+            next(batches)
+            return time.perf_counter() - started
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants() -> list[int]:
+    """Pids of every live process below this one."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _cpu_now() -> tuple[float, float]:
+    """CPU seconds of this process and of every live process below it."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime, sum(map(_cpu_seconds, _descendants()))
+
+
+class TorchDataset:
+    """Map-style; the key ``(g, slot, index)`` carries what the transform's rng needs."""
+
+    def __init__(self, cfg: W1PConfig, samples: list[Any]) -> None:
+        self.cfg, self.samples = cfg, samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, key: tuple[int, int, int]) -> tuple[tuple[int, int, int], Any]:
+        g, slot, index = key
+        epoch, step = divmod(g, self.cfg.steps_per_epoch)
+        rng = SampleRng(derive(SEED, epoch, step, slot, 0))
+        return key, gil_transform(self.samples[index], rng)
+
+
+class TorchBatchSampler:
+    """Our sampler's indices, step by step, as torch batch-sampler key lists."""
+
+    def __init__(self, cfg: W1PConfig, stop: int) -> None:
+        self.sampler = ShuffledSampler(cfg.samples, cfg.batch)
+        self.stop = stop
+
+    def __len__(self) -> int:
+        return self.stop
+
+    def __iter__(self) -> Iterator[list[tuple[int, int, int]]]:
+        steps = self.sampler.steps_per_epoch
+        for g in range(self.stop):
+            epoch, step = divmod(g, steps)
+            indices = self.sampler.indices(SEED, epoch, step).tolist()
+            yield [(g, slot, i) for slot, i in enumerate(indices)]
+
+
+def torch_collate(items: list[tuple[tuple[int, int, int], Any]]) -> dict[str, Any]:
+    """Stack the transformed samples (numpy: a 2 KiB batch, pickled back by torch)."""
+    return {
+        "features": np.stack([sample for _, sample in items]),
+        "indices": np.array([key[2] for key, _ in items], np.int64),
+        "global_step": items[0][0][0],
+    }
+
+
+class Torch(System):
+    group = "torch"
+
+    def __init__(self, cfg: W1PConfig, samples: list[Any], workers: int) -> None:
+        self.cfg, self.samples, self.workers = cfg, samples, workers
+        self.name = f"torch DataLoader num_workers={workers}"
+        self.note = (
+            f"torch.utils.data.DataLoader(num_workers={workers}"
+            + (", prefetch_factor=4" if workers else "")
+            + "), transform in __getitem__, our sampler order, collate_fn stacks"
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import torch.utils.data
+
+        loader = torch.utils.data.DataLoader(
+            TorchDataset(self.cfg, self.samples),  # type: ignore[arg-type]
+            batch_sampler=TorchBatchSampler(self.cfg, stop),
+            collate_fn=torch_collate,
+            num_workers=self.workers,
+            prefetch_factor=4 if self.workers else None,
+        )
+        iterator = iter(loader)
+        try:
+            yield iterator
+        finally:
+            del iterator
+
+
+class Grain(System):
+    group = "grain"
+    name = "Grain mp_prefetch 2 processes"
+    note = (
+        "MapDataset.source(steps).map(build_step).to_iter_dataset()"
+        ".mp_prefetch(MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))"
+    )
+
+    def __init__(self, cfg: W1PConfig, samples: list[Any]) -> None:
+        self.build = StepBuilder(cfg, samples)
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import grain
+        from absl import flags
+
+        if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; no main() parsed them
+            flags.FLAGS.mark_as_parsed()
+        iterable = (
+            grain.MapDataset.source(range(stop))
+            .map(self.build)
+            .to_iter_dataset(grain.ReadOptions(num_threads=1, prefetch_buffer_size=2))
+            .mp_prefetch(grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))
+        )
+        iterator = iter(iterable)
+        try:
+            yield iterator
+        finally:
+            close = getattr(iterator, "close", None)
+            if callable(close):
+                close()
+            del iterator
+
+
+def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> list[System]:
+    """Every W1P port that can be built here (a missing package is logged and skipped)."""
+    found: list[System] = [
+        Aioloader(cfg, samples, 0, "thread"),
+        Aioloader(cfg, samples, 2, "thread"),
+        Aioloader(cfg, samples, 2, "process"),
+    ]
+    for module, build in (
+        ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 2)]),
+        ("grain", lambda: [Grain(cfg, samples)]),
+    ):
+        try:
+            __import__(module)
+        except ImportError as error:
+            log(f"  W1P: {module} is not installed ({error}); its rows are left out")
+            continue
+        found += build()
+    return found
+
+
+def verify(found: list[System], cfg: W1PConfig, log: Callable[[str], None]) -> None:
+    """Every port gives the reference batches, bit for bit. Raises on a mismatch."""
+    reference = StepBuilder(cfg, make_samples(cfg))
+    expected = [reference(g) for g in range(cfg.verify)]
+    for system in found:
+        with system.batches(cfg.verify) as batches:
+            got = list(batches)
+        if len(got) != len(expected) or not all(map(same, got, expected)):
+            raise AssertionError(f"W1P {system.name}: batches differ from the reference")
+        log(f"  W1P {system.name}: {len(got)} batches bit-identical")
+
+
+def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
+    """Build, verify and wrap every W1P port as a ``Case`` (batches/s)."""
+    samples = make_samples(cfg)
+    found = systems(cfg, samples, log)
+    verify(found, cfg, log)
+    out = []
+    for system in found:
+        facts: dict[str, Any] = {}
+        if isinstance(system, Aioloader):
+            facts["first batch (s)"] = round(system.first_batch_seconds(), 3)
+        if sys.platform == "linux":
+            own, below = system.cpu_per_batch(8, 80)
+            facts["CPU ms/batch: main process + workers"] = f"{own:.2f} + {below:.2f}"
+        out.append(
+            Case(
+                workload="W1P",
+                system=system.name,
+                metric="batches/s",
+                measure=_measure(system, cfg),
+                baseline=system.name == "aioloader threads workers=0",
+                group=system.group,
+                note=system.note,
+                facts=facts,
+            )
+        )
+    return out
+
+
+def targets(cases: list[Case], target: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's W1P targets, from one run."""
+    by_name = {c.system: c for c in cases if c.workload == "W1P" and c.values}
+    processes = by_name.get("aioloader processes workers=2")
+    return [
+        target(
+            "W1P: 2 worker processes >= 1.7x workers=0",
+            processes,
+            by_name.get("aioloader threads workers=0"),
+            1.7,
+        ),
+        target(
+            "W1P: 2 worker processes >= 3x torch DataLoader(num_workers=2)",
+            processes,
+            by_name.get("torch DataLoader num_workers=2"),
+            3.0,
+        ),
+    ]
+
+
+def _measure(system: System, cfg: W1PConfig) -> Callable[[], float]:
+    return lambda: system.measure(cfg.warm, cfg.count)
