@@ -8,13 +8,16 @@ copy with ``SampleRng(derive(seed, e, s, slot, 1))``; one that also offers ``aug
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
 
+from ._backend import compiled
 from ._check import positive_int
 from ._image_ops import BatchAugmentation as BatchAugmentation
 from ._image_ops import GainOffset as GainOffset
@@ -197,6 +200,11 @@ class ImageBatchCollator:
                 f"plan.indices must hold one index per sample ({n}) but got shape {indices.shape}"
             )
         _check_indices(indices)
+        kernels = compiled()
+        if kernels is not None:
+            gathered = _gather_fast(samples, kernels)
+            if gathered is not None:
+                return self._collate_compiled(kernels, gathered, plan)
         images, widths, labels, targets = _gather(samples, indices)
         c, h = images[0].shape[0], images[0].shape[1]
         lengths = list(map(len, targets))
@@ -227,6 +235,67 @@ class ImageBatchCollator:
         batch = ImageBatch.__new__(ImageBatch)
         PooledBatch.__init__(batch, state)
         return batch
+
+    def _collate_compiled(
+        self, kernels: ModuleType, gathered: _Gathered, plan: BatchPlan
+    ) -> ImageBatch:
+        """The compiled path: pixels, pad and ``GainOffset`` in one GIL-free kernel call."""
+        images, ids, widths, labels, targets = gathered
+        n = ids.shape[0]
+        c, h = images[0].shape[0], images[0].shape[1]
+        lengths = list(map(len, targets))
+        total = sum(lengths)
+        multiple = self._width_multiple
+        wp = -(-int(widths.max()) // multiple) * multiple
+        pool = self._pool
+        out = pool.acquire((n, c, h, wp), F32)
+        ints = pool.acquire((4 * n + total,), I32)
+        try:
+            ints[:n] = widths
+            ints[n : 2 * n] = lengths
+            ints[2 * n : 3 * n] = labels
+            ints[3 * n : 4 * n] = plan.indices
+            if total:
+                np.concatenate(targets, out=ints[4 * n :], casting="unsafe")
+            self._fill_compiled(kernels, out, images, ids, widths, ints[:n], plan)
+        except BaseException:
+            pool.release(out)
+            pool.release(ints)
+            raise
+        state = pool.reuse(_ImageState) or _ImageState()
+        state.pool, state.buffers = pool, (out, ints)
+        state.images, state.widths = out, ints[:n]
+        state.target_lengths, state.labels = ints[n : 2 * n], ints[2 * n : 3 * n]
+        state.indices, state.targets = ints[3 * n : 4 * n], ints[4 * n :]
+        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+        batch = ImageBatch.__new__(ImageBatch)
+        PooledBatch.__init__(batch, state)
+        return batch
+
+    def _fill_compiled(
+        self,
+        kernels: ModuleType,
+        out: F32Array,
+        images: list[F32Array],
+        ids: npt.NDArray[np.int64],
+        widths: npt.NDArray[np.int64],
+        width_array: I32Array,
+        plan: BatchPlan,
+    ) -> None:
+        augment, fill, header = self._augment, kernels.fill_images, kernels.HEADER
+        if augment is None:
+            fill(ids, header, widths, out, self._pad, kernels.COPY_AND_PAD, _NO_KEYS, _F0, _F0)
+        elif type(augment) is GainOffset:
+            gain, offset = np.float32(augment.gain_std), np.float32(augment.offset_std)
+            keys = plan.augment_keys()
+            fill(ids, header, widths, out, self._pad, kernels.GAIN_OFFSET_AND_PAD, keys, gain, offset)
+        elif callable(getattr(augment, "augment_batch", None)):
+            fill(ids, header, widths, out, self._pad, kernels.COPY_ONLY, _NO_KEYS, _F0, _F0)
+            with np.errstate(all="ignore"):
+                augment.augment_batch(out, width_array, BatchRng(plan.augment_keys()))  # type: ignore[attr-defined]
+            fill(ids, header, widths, out, self._pad, kernels.PAD_ONLY, _NO_KEYS, _F0, _F0)
+        else:  # a per-sample Python augmentation: the reference loop
+            self._fill(out, images, widths.tolist(), width_array, plan)
 
     def _fill(
         self,
@@ -289,6 +358,54 @@ def _check_indices(indices: npt.NDArray[Any]) -> None:
         raise ValueError(
             f"dataset index must fit int32 as an index in [0, 2^31) but got {bad} at slot {slot}"
         )
+
+
+_Gathered = tuple[
+    list[F32Array], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], list[Any]
+]
+_NO_KEYS = np.empty(0, np.uint64)
+_F0 = np.float32(0.0)
+_IMAGE, _TARGET, _LABEL = (operator.attrgetter(name) for name in ("image", "target", "label"))
+_DTYPE, _NDIM = operator.attrgetter("dtype"), operator.attrgetter("ndim")
+
+
+def _gather_fast(samples: Sequence[ImageSample], kernels: ModuleType) -> _Gathered | None:
+    """Whole-batch checks (C-level ``map`` and one kernel), ``None`` on anything unusual.
+
+    ``None`` sends the batch to ``_gather``, which accepts the same inputs and raises the
+    same errors as always; here nothing raises.
+    """
+    try:
+        images = list(map(_IMAGE, samples))
+        targets = list(map(_TARGET, samples))
+        labels = list(map(_LABEL, samples))
+    except AttributeError:
+        return None
+    ndarray = np.ndarray
+    if (
+        set(map(type, images)) != {ndarray}
+        or set(map(_DTYPE, images)) != {F32}
+        or set(map(_NDIM, images)) != {3}
+        or set(map(type, labels)) != {int}
+    ):
+        return None
+    kinds = set(map(type, targets))
+    if kinds == {ndarray}:
+        if set(map(_DTYPE, targets)) != {I32} or set(map(_NDIM, targets)) != {1}:
+            return None
+    elif kinds != {tuple} or any(targets):
+        return None
+    try:
+        label_array = np.fromiter(labels, np.int64, len(labels))
+    except OverflowError:
+        return None
+    if int(label_array.min()) < INT32_MIN or int(label_array.max()) >= INT32_LIMIT:
+        return None
+    ids = np.fromiter(map(id, images), np.int64, len(images))
+    widths = np.empty(len(images), np.int64)
+    if kernels.image_widths(ids, kernels.HEADER, widths) >= 0:
+        return None
+    return images, ids, widths, label_array, targets
 
 
 def _gather(

@@ -1,0 +1,355 @@
+"""Compiled batch kernels: numba, ``nogil``, cached on disk; the numpy code is the reference.
+
+Each kernel builds a whole batch with the GIL released, so worker threads run side by side.
+The samples are separate numpy arrays: the caller passes their ``id()`` (the address of the
+``PyArrayObject``) and the kernel reads the data pointer, shape and strides from numpy's
+public object layout (``PyArrayObject_fields``: ``data``, ``nd``, ``dimensions``,
+``strides`` right after the object header). ``HEADER`` is that header's size, checked
+against a probe array when this module loads; the caller keeps every array alive for the
+call. Kernels that validate return ``-1`` when done or the first offending position, and
+write nothing in that case, so the caller can run the reference code, which raises the
+reference error.
+
+Importing this module compiles every kernel for its one signature, or loads it from
+numba's cache (``__pycache__`` next to this file, or the user-wide cache numba picks when
+that is read-only; ``NUMBA_CACHE_DIR`` overrides both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import intrinsic
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _kernel(signature: str) -> Callable[[F], F]:
+    return cast(Callable[[F], F], numba.njit(signature, nogil=True, cache=True))
+
+
+_inline = cast(Callable[[F], F], numba.njit(inline="always"))
+
+_U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_U_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_U_C2 = np.uint64(0x94D049BB133111EB)
+_U_27, _U_30, _U_31, _U_40 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(40)
+_SINGLE_SCALE = np.float32(2.0**-24)
+_ZERO, _ONE, _SIX = np.float32(0.0), np.float32(1.0), np.float32(6.0)
+
+# fill_images modes
+COPY_AND_PAD = 0
+GAIN_OFFSET_AND_PAD = 1
+COPY_ONLY = 2
+PAD_ONLY = 3
+
+
+# -- raw memory: integer address -> value or pointer ------------------------------------
+def _pointer_to(dtype: Any) -> Any:
+    def pointer(typingctx: Any, address: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+        return types.CPointer(dtype)(types.int64), codegen
+
+    return pointer
+
+
+def _load_of(dtype: Any) -> Any:
+    def load(typingctx: Any, address: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            target = context.get_value_type(dtype).as_pointer()
+            return builder.load(builder.inttoptr(args[0], target))
+
+        return dtype(types.int64), codegen
+
+    return load
+
+
+_f32_pointer = intrinsic(_pointer_to(types.float32))
+_u8_pointer = intrinsic(_pointer_to(types.uint8))
+_load_i64 = intrinsic(_load_of(types.int64))
+_load_i32 = intrinsic(_load_of(types.int32))
+_load_f32 = intrinsic(_load_of(types.float32))
+
+
+def _find_header() -> int | None:
+    """Size of the object header before ``PyArrayObject.data``; ``None`` if not as expected."""
+    probe = np.zeros((2, 3, 5), np.float32)[:, ::-1, 1::2]
+    base = object.__basicsize__
+    start = id(probe) + base
+    if ctypes.c_int64.from_address(start).value != probe.__array_interface__["data"][0]:
+        return None
+    if ctypes.c_int32.from_address(start + 8).value != probe.ndim:
+        return None
+    dims = ctypes.c_int64.from_address(start + 16).value
+    strides = ctypes.c_int64.from_address(start + 24).value
+    for k in range(3):
+        if ctypes.c_int64.from_address(dims + 8 * k).value != probe.shape[k]:
+            return None
+        if ctypes.c_int64.from_address(strides + 8 * k).value != probe.strides[k]:
+            return None
+    return base
+
+
+HEADER = _find_header()
+
+
+@_inline
+def _data(obj: int, header: int) -> int:
+    return _load_i64(obj + header)  # type: ignore[no-any-return]
+
+
+@_inline
+def _dim(obj: int, header: int, axis: int) -> int:
+    return _load_i64(_load_i64(obj + header + 16) + 8 * axis)  # type: ignore[no-any-return]
+
+
+@_inline
+def _stride(obj: int, header: int, axis: int) -> int:
+    return _load_i64(_load_i64(obj + header + 24) + 8 * axis)  # type: ignore[no-any-return]
+
+
+@_inline
+def _c_contiguous(obj: int, header: int, itemsize: int) -> bool:
+    """numpy's rule: strides match a C layout, ignoring axes of length 1; empty passes."""
+    nd = _load_i32(obj + header + 8)
+    expected = itemsize
+    ok = True
+    for axis in range(nd - 1, -1, -1):
+        size = _dim(obj, header, axis)
+        if size == 0:
+            return True
+        if size != 1 and _stride(obj, header, axis) != expected:
+            ok = False
+        expected *= size
+    return ok
+
+
+# -- random numbers: SampleRng.next_normal, exactly --------------------------------------
+@_inline
+def _next_normal(state: np.uint64) -> tuple[np.float32, np.uint64]:
+    """Twelve ``next_single`` draws summed left to right in float32, minus 6."""
+    acc = _ZERO
+    for _ in range(12):
+        state = state + _U_GOLDEN
+        z = state
+        z = (z ^ (z >> _U_30)) * _U_C1
+        z = (z ^ (z >> _U_27)) * _U_C2
+        z = z ^ (z >> _U_31)
+        acc = acc + np.float32(z >> _U_40) * _SINGLE_SCALE
+    return acc - _SIX, state
+
+
+# -- images ---------------------------------------------------------------------------
+@_kernel("int64(int64[::1], int64, int64[::1])")
+def image_widths(ids: Any, header: int, widths: Any) -> int:
+    """Widths of ``[C, H, W]`` images; the first slot whose C or H differ or W < 1, or -1."""
+    c0, h0 = _dim(ids[0], header, 0), _dim(ids[0], header, 1)
+    for i in range(ids.shape[0]):
+        obj = ids[i]
+        w = _dim(obj, header, 2)
+        if _dim(obj, header, 0) != c0 or _dim(obj, header, 1) != h0 or w < 1:
+            return i
+        widths[i] = w
+    return -1
+
+
+@_kernel(
+    "void(int64[::1], int64, int64[::1], float32[:, :, :, ::1], float32, int64, uint64[::1], "
+    "float32, float32)"
+)
+def fill_images(
+    ids: Any,
+    header: int,
+    widths: Any,
+    out: Any,
+    pad: np.float32,
+    mode: int,
+    keys: Any,
+    gain_std: np.float32,
+    offset_std: np.float32,
+) -> None:
+    """Copy image ``i`` into ``out[i, :, :, :widths[i]]`` and/or pad the columns after it.
+
+    ``GAIN_OFFSET_AND_PAD`` applies ``GainOffset`` on the way: lane ``i`` draws two normals
+    from ``keys[i]``; every pixel is ``(x * gain) + offset`` with two float32 roundings.
+    """
+    n, c, h, wp = out.shape
+    for i in range(n):
+        w = widths[i]
+        if mode != PAD_ONLY:
+            obj = ids[i]
+            data = _data(obj, header)
+            s0, s1, s2 = _stride(obj, header, 0), _stride(obj, header, 1), _stride(obj, header, 2)
+            gain, offset = _ONE, _ZERO
+            if mode == GAIN_OFFSET_AND_PAD:
+                first, state = _next_normal(keys[i])
+                second, state = _next_normal(state)
+                gain = _ONE + gain_std * first
+                offset = offset_std * second
+            for ch in range(c):
+                for y in range(h):
+                    row = out[i, ch, y]
+                    address = data + ch * s0 + y * s1
+                    if s2 == 4:
+                        source = numba.carray(_f32_pointer(address), w)
+                        if mode == GAIN_OFFSET_AND_PAD:
+                            for x in range(w):
+                                scaled = source[x] * gain
+                                row[x] = scaled + offset
+                        else:
+                            row[:w] = source
+                    else:
+                        for x in range(w):
+                            value = _load_f32(address + x * s2)
+                            if mode == GAIN_OFFSET_AND_PAD:
+                                scaled = value * gain
+                                value = scaled + offset
+                            row[x] = value
+        if mode != COPY_ONLY and w < wp:
+            for ch in range(c):
+                for y in range(h):
+                    out[i, ch, y, w:] = pad
+
+
+@_kernel("void(uint8[:, :], float32, float32, float32[:, :, ::1])")
+def gray_to_planar(pixels: Any, scale: np.float32, bias: np.float32, out: Any) -> None:
+    """``out[0, y, x] = float32(pixels[y, x]) * scale - bias`` (two roundings)."""
+    for y in range(out.shape[1]):
+        row = out[0, y]
+        for x in range(out.shape[2]):
+            scaled = np.float32(pixels[y, x]) * scale
+            row[x] = scaled - bias
+
+
+@_kernel("void(uint8[:, :], float32[::1], float32[::1], float32[:, :, ::1])")
+def rgb_to_planar(pixels: Any, scales: Any, biases: Any, out: Any) -> None:
+    """``out[c, y, x] = float32(pixels[y, 3x + c]) * scales[c] - biases[c]``."""
+    for c in range(3):
+        scale, bias = scales[c], biases[c]
+        for y in range(out.shape[1]):
+            row = out[c, y]
+            for x in range(out.shape[2]):
+                scaled = np.float32(pixels[y, 3 * x + c]) * scale
+                row[x] = scaled - bias
+
+
+# -- sequences: byte copies, so one signature serves every dtype -------------------------
+@_inline
+def _fill_pattern(row: Any, start: int, stop: int, pattern: Any) -> None:
+    size = pattern.shape[0]
+    if size == 1:
+        row[start * size : stop * size] = pattern[0]
+        return
+    for t in range(start, stop):
+        row[t * size : (t + 1) * size] = pattern
+
+
+@_kernel(
+    "int64(int64[::1], int64, int64, int64[::1], uint8[:, ::1], uint8[::1], boolean, "
+    "boolean[:, ::1])"
+)
+def pad_into(
+    ids: Any,
+    header: int,
+    itemsize: int,
+    lengths: Any,
+    out: Any,
+    pattern: Any,
+    left: bool,
+    mask: Any,
+) -> int:
+    """Padded rows: sequence ``i`` at the right or left end of ``out[i]``, pattern elsewhere.
+
+    ``out`` is the tokens buffer as bytes ``[B, L * row]``, ``pattern`` one padded
+    position's bytes (``row`` of them). Returns the first sequence that is not
+    C-contiguous, or -1 when done.
+    """
+    n, width = mask.shape
+    row_bytes = pattern.shape[0]
+    for i in range(n):
+        if not _c_contiguous(ids[i], header, itemsize):
+            return i
+    for i in range(n):
+        count = lengths[i]
+        start = width - count if left else 0
+        row = out[i]
+        _fill_pattern(row, 0, start, pattern)
+        if count:
+            source = numba.carray(_u8_pointer(_data(ids[i], header)), count * row_bytes)
+            row[start * row_bytes : (start + count) * row_bytes] = source
+        _fill_pattern(row, start + count, width, pattern)
+        for t in range(width):
+            mask[i, t] = start <= t < start + count
+    return -1
+
+
+@_kernel(
+    "int64(int64[::1], int64, int64, int64[::1], int64[::1], int64[::1], int64[::1], int64[::1], "
+    "int64[::1], uint8[:, ::1], uint8[::1], int64[:, ::1], int32[:, ::1])"
+)
+def pack_into(
+    ids: Any,
+    header: int,
+    itemsize: int,
+    row_ptr: Any,
+    source: Any,
+    starts: Any,
+    lengths: Any,
+    offsets: Any,
+    segment_of: Any,
+    out: Any,
+    pattern: Any,
+    positions: Any,
+    segments: Any,
+) -> int:
+    """Packed rows: piece ``k`` of row ``r`` is ``seq[source[k]][starts[k]:+lengths[k]]``.
+
+    Tokens are bytes ``[rows, context * row]``; positions count 0.. in every piece (0 on
+    padding); segments hold ``segment_of[k]`` (-1 on padding). Returns the first piece
+    whose sequence is not C-contiguous or too short, or -1 when done.
+    """
+    rows, context = positions.shape
+    row_bytes = pattern.shape[0]
+    for k in range(source.shape[0]):
+        if source[k] < 0 or source[k] >= ids.shape[0]:
+            return k
+        obj = ids[source[k]]
+        if not _c_contiguous(obj, header, itemsize):
+            return k
+        if starts[k] < 0 or lengths[k] < 0 or starts[k] + lengths[k] > _dim(obj, header, 0):
+            return k
+        if offsets[k] < 0 or offsets[k] + lengths[k] > context:
+            return k
+    for r in range(rows):
+        _fill_pattern(out[r], 0, context, pattern)
+        positions[r, :] = 0
+        segments[r, :] = -1
+        for k in range(row_ptr[r], row_ptr[r + 1]):
+            count, at = lengths[k], offsets[k]
+            if count:
+                data = _data(ids[source[k]], header) + starts[k] * row_bytes
+                chunk = numba.carray(_u8_pointer(data), count * row_bytes)
+                out[r, at * row_bytes : (at + count) * row_bytes] = chunk
+            segment = np.int32(segment_of[k])
+            for t in range(count):
+                positions[r, at + t] = t
+                segments[r, at + t] = segment
+    return -1
+
+
+@_kernel("void(int32[:, ::1], boolean[:, :, ::1])")
+def causal_mask(segments: Any, mask: Any) -> None:
+    """``mask[r, i, j]``: i and j in the same piece (not padding) and ``j <= i``."""
+    rows, context = segments.shape
+    for r in range(rows):
+        for i in range(context):
+            mine = segments[r, i]
+            for j in range(context):
+                mask[r, i, j] = j <= i and mine >= 0 and segments[r, j] == mine
