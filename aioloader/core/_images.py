@@ -288,7 +288,9 @@ class ImageBatchCollator:
         elif type(augment) is GainOffset:
             gain, offset = np.float32(augment.gain_std), np.float32(augment.offset_std)
             keys = plan.augment_keys()
-            fill(ids, header, widths, out, self._pad, kernels.GAIN_OFFSET_AND_PAD, keys, gain, offset)
+            fill(
+                ids, header, widths, out, self._pad, kernels.GAIN_OFFSET_AND_PAD, keys, gain, offset
+            )
         elif callable(getattr(augment, "augment_batch", None)):
             fill(ids, header, widths, out, self._pad, kernels.COPY_ONLY, _NO_KEYS, _F0, _F0)
             with np.errstate(all="ignore"):

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 from numba import types
 from numba.extending import intrinsic
+from numba.np.numpy_support import carray
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +56,8 @@ def _pointer_to(dtype: Any) -> Any:
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
 
-        return types.CPointer(dtype)(types.int64), codegen
+        pointer_type: Any = types.CPointer
+        return pointer_type(dtype)(types.int64), codegen
 
     return pointer
 
@@ -71,11 +73,11 @@ def _load_of(dtype: Any) -> Any:
     return load
 
 
-_f32_pointer = intrinsic(_pointer_to(types.float32))
-_u8_pointer = intrinsic(_pointer_to(types.uint8))
-_load_i64 = intrinsic(_load_of(types.int64))
-_load_i32 = intrinsic(_load_of(types.int32))
-_load_f32 = intrinsic(_load_of(types.float32))
+_f32_pointer: Any = intrinsic(_pointer_to(types.float32))
+_u8_pointer: Any = intrinsic(_pointer_to(types.uint8))
+_load_i64: Any = intrinsic(_load_of(types.int64))
+_load_i32: Any = intrinsic(_load_of(types.int32))
+_load_f32: Any = intrinsic(_load_of(types.float32))
 
 
 def _find_header() -> int | None:
@@ -101,18 +103,18 @@ HEADER = _find_header()
 
 
 @_inline
-def _data(obj: int, header: int) -> int:
-    return _load_i64(obj + header)  # type: ignore[no-any-return]
+def _data(obj: int, header: int) -> Any:
+    return _load_i64(obj + header)
 
 
 @_inline
-def _dim(obj: int, header: int, axis: int) -> int:
-    return _load_i64(_load_i64(obj + header + 16) + 8 * axis)  # type: ignore[no-any-return]
+def _dim(obj: int, header: int, axis: int) -> Any:
+    return _load_i64(_load_i64(obj + header + 16) + 8 * axis)
 
 
 @_inline
-def _stride(obj: int, header: int, axis: int) -> int:
-    return _load_i64(_load_i64(obj + header + 24) + 8 * axis)  # type: ignore[no-any-return]
+def _stride(obj: int, header: int, axis: int) -> Any:
+    return _load_i64(_load_i64(obj + header + 24) + 8 * axis)
 
 
 @_inline
@@ -198,7 +200,7 @@ def fill_images(
                     row = out[i, ch, y]
                     address = data + ch * s0 + y * s1
                     if s2 == 4:
-                        source = numba.carray(_f32_pointer(address), w)
+                        source = carray(_f32_pointer(address), w)
                         if mode == GAIN_OFFSET_AND_PAD:
                             for x in range(w):
                                 scaled = source[x] * gain
@@ -282,7 +284,7 @@ def pad_into(
         row = out[i]
         _fill_pattern(row, 0, start, pattern)
         if count:
-            source = numba.carray(_u8_pointer(_data(ids[i], header)), count * row_bytes)
+            source = carray(_u8_pointer(_data(ids[i], header)), count * row_bytes)
             row[start * row_bytes : (start + count) * row_bytes] = source
         _fill_pattern(row, start + count, width, pattern)
         for t in range(width):
@@ -335,7 +337,7 @@ def pack_into(
             count, at = lengths[k], offsets[k]
             if count:
                 data = _data(ids[source[k]], header) + starts[k] * row_bytes
-                chunk = numba.carray(_u8_pointer(data), count * row_bytes)
+                chunk = carray(_u8_pointer(data), count * row_bytes)
                 out[r, at * row_bytes : (at + count) * row_bytes] = chunk
             segment = np.int32(segment_of[k])
             for t in range(count):
