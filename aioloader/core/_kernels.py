@@ -30,8 +30,20 @@ from numba.np.numpy_support import carray
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _kernel(signature: str) -> Callable[[F], F]:
+def _kernel(signature: Any) -> Callable[[F], F]:
     return cast(Callable[[F], F], numba.njit(signature, nogil=True, cache=True))
+
+
+def _array(dtype: Any, ndim: int, layout: str = "C", *, readonly: bool = False) -> Any:
+    """A numba array type; inputs are read-only so read-only arrays (and others) match."""
+    return types.Array(dtype, ndim, layout, readonly=readonly)
+
+
+def _input(dtype: Any, ndim: int = 1, layout: str = "C") -> Any:
+    return _array(dtype, ndim, layout, readonly=True)
+
+
+_I64, _I32, _U8, _F32, _BOOL = types.int64, types.int32, types.uint8, types.float32, types.boolean
 
 
 _inline = cast(Callable[[F], F], numba.njit(inline="always"))
@@ -149,7 +161,7 @@ def _next_normal(state: np.uint64) -> tuple[np.float32, np.uint64]:
 
 
 # -- images ---------------------------------------------------------------------------
-@_kernel("int64(int64[::1], int64, int64[::1])")
+@_kernel(_I64(_input(_I64), _I64, _array(_I64, 1)))
 def image_widths(ids: Any, header: int, widths: Any) -> int:
     """Widths of ``[C, H, W]`` images; the first slot whose C or H differ or W < 1, or -1."""
     c0, h0 = _dim(ids[0], header, 0), _dim(ids[0], header, 1)
@@ -163,8 +175,17 @@ def image_widths(ids: Any, header: int, widths: Any) -> int:
 
 
 @_kernel(
-    "void(int64[::1], int64, int64[::1], float32[:, :, :, ::1], float32, int64, uint64[::1], "
-    "float32, float32)"
+    types.void(
+        _input(_I64),
+        _I64,
+        _input(_I64),
+        _array(_F32, 4),
+        _F32,
+        _I64,
+        _input(types.uint64),
+        _F32,
+        _F32,
+    )
 )
 def fill_images(
     ids: Any,
@@ -220,7 +241,7 @@ def fill_images(
                     out[i, ch, y, w:] = pad
 
 
-@_kernel("void(uint8[:, :], float32, float32, float32[:, :, ::1])")
+@_kernel(types.void(_input(_U8, 2, "A"), _F32, _F32, _array(_F32, 3)))
 def gray_to_planar(pixels: Any, scale: np.float32, bias: np.float32, out: Any) -> None:
     """``out[0, y, x] = float32(pixels[y, x]) * scale - bias`` (two roundings)."""
     for y in range(out.shape[1]):
@@ -230,7 +251,7 @@ def gray_to_planar(pixels: Any, scale: np.float32, bias: np.float32, out: Any) -
             row[x] = scaled - bias
 
 
-@_kernel("void(uint8[:, :], float32[::1], float32[::1], float32[:, :, ::1])")
+@_kernel(types.void(_input(_U8, 2, "A"), _input(_F32), _input(_F32), _array(_F32, 3)))
 def rgb_to_planar(pixels: Any, scales: Any, biases: Any, out: Any) -> None:
     """``out[c, y, x] = float32(pixels[y, 3x + c]) * scales[c] - biases[c]``."""
     for c in range(3):
@@ -254,8 +275,16 @@ def _fill_pattern(row: Any, start: int, stop: int, pattern: Any) -> None:
 
 
 @_kernel(
-    "int64(int64[::1], int64, int64, int64[::1], uint8[:, ::1], uint8[::1], boolean, "
-    "boolean[:, ::1])"
+    _I64(
+        _input(_I64),
+        _I64,
+        _I64,
+        _input(_I64),
+        _array(_U8, 2),
+        _input(_U8),
+        _BOOL,
+        _array(_BOOL, 2),
+    )
 )
 def pad_into(
     ids: Any,
@@ -293,8 +322,16 @@ def pad_into(
 
 
 @_kernel(
-    "int64(int64[::1], int64, int64, int64[::1], int64[::1], int64[::1], int64[::1], int64[::1], "
-    "int64[::1], uint8[:, ::1], uint8[::1], int64[:, ::1], int32[:, ::1])"
+    _I64(
+        _input(_I64),
+        _I64,
+        _I64,
+        *[_input(_I64)] * 6,
+        _array(_U8, 2),
+        _input(_U8),
+        _array(_I64, 2),
+        _array(_I32, 2),
+    )
 )
 def pack_into(
     ids: Any,
@@ -346,7 +383,7 @@ def pack_into(
     return -1
 
 
-@_kernel("void(int32[:, ::1], boolean[:, :, ::1])")
+@_kernel(types.void(_input(_I32, 2), _array(_BOOL, 3)))
 def causal_mask(segments: Any, mask: Any) -> None:
     """``mask[r, i, j]``: i and j in the same piece (not padding) and ``j <= i``."""
     rows, context = segments.shape

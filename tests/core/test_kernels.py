@@ -241,6 +241,7 @@ def test_planar_conversions_match_numpy() -> None:
         std = [float(s) for s in generator.uniform(0.01, 3, 3)]
         width = int(generator.integers(1, stride // 3 + 1))
         contiguous = np.ascontiguousarray(pixels)
+        contiguous.flags.writeable = False  # decoded images often are (np.asarray(PIL image))
         for convert in (
             lambda p=pixels, w=width, m=mean[0], s=std[0]: gray8_to_planar(p, w, m, s),
             lambda p=pixels, w=width, m=mean, s=std: rgb8_to_planar(p, w, m, s),
