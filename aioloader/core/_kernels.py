@@ -36,7 +36,8 @@ def _kernel(signature: Any) -> Callable[[F], F]:
 
 def _array(dtype: Any, ndim: int, layout: str = "C", *, readonly: bool = False) -> Any:
     """A numba array type; inputs are read-only so read-only arrays (and others) match."""
-    return types.Array(dtype, ndim, layout, readonly=readonly)
+    array_type: Any = types.Array
+    return array_type(dtype, ndim, layout, readonly=readonly)
 
 
 def _input(dtype: Any, ndim: int = 1, layout: str = "C") -> Any:
