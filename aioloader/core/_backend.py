@@ -1,8 +1,16 @@
 """Which batch kernels run: the compiled ones (``_kernels``, GIL released) or numpy's.
 
-The compiled kernels load on first use (importing numba and reading its on-disk cache, or
-compiling once per machine). ``AIOLOADER_KERNELS=numpy`` in the environment, or
-``use_kernels("numpy")``, keeps the numpy reference; both give the same bits.
+Both give the same bits, so the choice only changes speed. ``AIOLOADER_KERNELS`` (or
+``use_kernels``) picks:
+
+- ``auto`` (default): the first use starts loading the compiled kernels on a background
+  thread (numba's import and its on-disk cache: about a second; compilation on a machine
+  that never ran them: seconds, once); until they are ready the numpy reference builds
+  the batches, so the first batch never waits for numba.
+- ``numba``: the first use loads them and waits (tests and benchmarks use this).
+- ``numpy``: the reference only.
+
+The loader thread is the only thread the core starts; it runs once per process.
 """
 
 from __future__ import annotations
@@ -13,51 +21,78 @@ import threading
 from collections.abc import Iterator
 from types import ModuleType
 
-CHOICES = ("numba", "numpy")
-_lock = threading.Lock()
+CHOICES = ("auto", "numba", "numpy")
+_state_lock = threading.Lock()
+_load_lock = threading.Lock()
 _choice: str | None = None
 _loaded: ModuleType | None = None
 _failure: str | None = None
+_loader: threading.Thread | None = None
 
 
 def _check(name: str, value: object) -> str:
     if not isinstance(value, str) or value not in CHOICES:
-        raise ValueError(f"{name} must be 'numba' or 'numpy' but got {value!r}")
+        raise ValueError(f"{name} must be 'auto', 'numba' or 'numpy' but got {value!r}")
     return value
 
 
 def chosen() -> str:
-    """The kernels asked for: ``use_kernels``, else ``AIOLOADER_KERNELS``, else numba."""
+    """The kernels asked for: ``use_kernels``, else ``AIOLOADER_KERNELS``, else ``auto``."""
     if _choice is not None:
         return _choice
-    return _check("AIOLOADER_KERNELS", os.environ.get("AIOLOADER_KERNELS", "numba"))
+    return _check("AIOLOADER_KERNELS", os.environ.get("AIOLOADER_KERNELS", "auto"))
 
 
 def compiled() -> ModuleType | None:
-    """The compiled kernels module, or ``None`` when the numpy reference is to run."""
-    if chosen() != "numba":
+    """The compiled kernels module when it is to run now, else ``None`` (numpy runs)."""
+    choice = chosen()
+    if choice == "numpy":
         return None
-    return _loaded if _loaded is not None else _load()
+    if _loaded is not None:
+        return _loaded
+    if choice == "numba":
+        return load()
+    _start_loading()
+    return None
 
 
-def _load() -> ModuleType | None:
+def _start_loading() -> None:
+    global _loader
+    with _state_lock:
+        if _loader is not None or _failure is not None:
+            return
+        _loader = threading.Thread(target=load, name="aioloader-kernels", daemon=True)
+        _loader.start()
+
+
+def load() -> ModuleType | None:
+    """Load every compiled kernel now (waits for a load in progress); ``None`` if it failed."""
     global _loaded, _failure
-    with _lock:
+    with _load_lock:
         if _loaded is None and _failure is None:
-            try:
+            _failure = _load_kernels()
+            if _failure is None:
                 from . import _kernels
-            except ImportError as error:  # numba missing or broken: the reference runs
-                _failure = f"{type(error).__name__}: {error}"
-            else:
-                if _kernels.HEADER is None:
-                    _failure = "numpy's array object layout is not the expected one"
-                else:
-                    _loaded = _kernels
+
+                _loaded = _kernels
     return _loaded
 
 
+def _load_kernels() -> str | None:
+    """Import and load every kernel; what went wrong, or ``None``."""
+    try:
+        from . import _kernels
+
+        if _kernels.HEADER is None:
+            return "numpy's array object layout is not the expected one"
+        _kernels.load_all()
+    except Exception as error:  # numba missing or broken: the reference runs
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
 def active() -> str:
-    """``"numba"`` when the compiled kernels run, else ``"numpy"`` (loads them if needed)."""
+    """``"numba"`` when the compiled kernels would run now, else ``"numpy"``."""
     return "numba" if compiled() is not None else "numpy"
 
 

@@ -10,14 +10,15 @@ call. Kernels that validate return ``-1`` when done or the first offending posit
 write nothing in that case, so the caller can run the reference code, which raises the
 reference error.
 
-Importing this module compiles every kernel for its one signature, or loads it from
-numba's cache (``__pycache__`` next to this file, or the user-wide cache numba picks when
-that is read-only; ``NUMBA_CACHE_DIR`` overrides both).
+Each kernel has one signature; it is compiled on its first call, or loaded from numba's
+cache (``__pycache__`` next to this file, or the user-wide cache numba picks when that is
+read-only; ``NUMBA_CACHE_DIR`` overrides both). ``load_all()`` does all of them at once.
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -30,8 +31,43 @@ from numba.np.numpy_support import carray
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_LOCK = threading.Lock()
+
+
+class _Lazy:
+    """A kernel compiled (or loaded from numba's cache) on its first call, then swapped in.
+
+    Loading only what a run uses keeps the first batch short: each cached kernel costs
+    tens of milliseconds to load, a compilation seconds.
+    """
+
+    def __init__(self, function: Callable[..., Any], signature: Any) -> None:
+        self.function, self.signature = function, signature
+        self.__name__ = self.__qualname__ = function.__name__
+        self.__doc__ = function.__doc__
+
+    def __call__(self, *args: Any) -> Any:
+        return self.load()(*args)
+
+    def load(self) -> Any:
+        """The compiled dispatcher (the module attribute is replaced by it)."""
+        with _LOCK:
+            current = globals()[self.__name__]
+            if current is self:
+                current = numba.njit(self.signature, nogil=True, cache=True)(self.function)
+                globals()[self.__name__] = current
+        return current
+
+
 def _kernel(signature: Any) -> Callable[[F], F]:
-    return cast(Callable[[F], F], numba.njit(signature, nogil=True, cache=True))
+    return lambda function: cast(F, _Lazy(function, signature))
+
+
+def load_all() -> None:
+    """Compile (or load from the cache) every kernel now, e.g. to fill the cache ahead."""
+    for value in list(globals().values()):
+        if isinstance(value, _Lazy):
+            value.load()
 
 
 def _array(dtype: Any, ndim: int, layout: str = "C", *, readonly: bool = False) -> Any:

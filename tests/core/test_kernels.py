@@ -59,6 +59,9 @@ def both(call: Callable[[], Any]) -> tuple[Any, Any]:
 
 def test_compiled_kernels_load() -> None:
     assert _kernels.HEADER is not None
+    assert _backend.load() is _kernels
+    assert _backend.failure() is None
+    assert not isinstance(_kernels.fill_images, _kernels._Lazy)
     assert _backend.active() == "numba"
     with _backend.use_kernels("numpy"):
         assert _backend.active() == "numpy"
@@ -66,7 +69,7 @@ def test_compiled_kernels_load() -> None:
 
 
 def test_bad_choice_names_the_argument() -> None:
-    match = "kernels must be 'numba' or 'numpy' but got 'gpu'"
+    match = "kernels must be 'auto', 'numba' or 'numpy' but got 'gpu'"
     with pytest.raises(ValueError, match=match), _backend.use_kernels("gpu"):
         pass
 
@@ -75,8 +78,22 @@ def test_environment_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIOLOADER_KERNELS", "numpy")
     assert _backend.compiled() is None
     monkeypatch.setenv("AIOLOADER_KERNELS", "fast")
-    with pytest.raises(ValueError, match="AIOLOADER_KERNELS must be 'numba' or 'numpy'"):
+    with pytest.raises(ValueError, match="AIOLOADER_KERNELS must be 'auto', 'numba' or"):
         _backend.compiled()
+
+
+def test_auto_serves_numpy_until_the_background_load_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _backend.load()
+    monkeypatch.setattr(_backend, "_loaded", None)
+    monkeypatch.setattr(_backend, "_loader", None)
+    with _backend.use_kernels("auto"):
+        assert _backend.compiled() is None  # the first batch does not wait
+        loader = _backend._loader
+        assert loader is not None
+        loader.join()
+        assert _backend.compiled() is _kernels
 
 
 # -- random numbers ---------------------------------------------------------------------
@@ -195,10 +212,11 @@ def test_image_kernels_release_the_gil_safely_across_threads() -> None:
             results[worker * 8 + g] = arrays_of(collator(data[g : g + 16], plans[g]), "image")
 
     threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with _backend.use_kernels("numba"):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     assert all(results[k] == expected[k % 8] for k in range(32))
 
 
