@@ -60,7 +60,10 @@ class _Lazy:
 
 
 def _kernel(signature: Any) -> Callable[[F], F]:
-    return lambda function: cast(F, _Lazy(function, signature))
+    def register(function: F) -> F:
+        return cast(F, _Lazy(function, signature))
+
+    return register
 
 
 def load_all() -> None:
