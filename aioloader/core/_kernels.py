@@ -200,6 +200,41 @@ def _next_normal(state: np.uint64) -> tuple[np.float32, np.uint64]:
     return acc - _SIX, state
 
 
+# -- keyed permutation (the samplers' order) ---------------------------------------------
+@_inline
+def _mix(x: np.uint64) -> np.uint64:
+    z = x + _U_GOLDEN
+    z = (z ^ (z >> _U_30)) * _U_C1
+    z = (z ^ (z >> _U_27)) * _U_C2
+    return z ^ (z >> _U_31)  # type: ignore[no-any-return]
+
+
+@_kernel(
+    types.void(
+        _input(types.uint64),
+        _array(types.uint64, 1),
+        types.uint64,
+        types.uint64,
+        types.uint64,
+        _input(types.uint64),
+    )
+)
+def permute(
+    positions: Any, out: Any, size: np.uint64, half: np.uint64, mask: np.uint64, keys: Any
+) -> None:
+    """``keyed_permutation`` of every position: 4-round Feistel passes until below ``size``."""
+    for i in range(positions.shape[0]):
+        x = positions[i]
+        while True:
+            left, right = x >> half, x & mask
+            for r in range(4):
+                left, right = right, left ^ (_mix(right ^ keys[r]) & mask)
+            x = (left << half) | right
+            if x < size:
+                break
+        out[i] = x
+
+
 # -- images ---------------------------------------------------------------------------
 @_kernel(_I64(_input(_I64), _I64, _array(_I64, 1)))
 def image_widths(ids: Any, header: int, widths: Any) -> int:

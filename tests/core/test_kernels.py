@@ -20,6 +20,7 @@ from aioloader.core import (
     _backend,
     _kernels,
     gray8_to_planar,
+    keyed_permutation_array,
     plan_batch,
     rgb8_to_planar,
 )
@@ -387,3 +388,43 @@ def test_common_batches_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch) 
         "causal_mask",
         "rgb_to_planar",
     ]
+
+
+def test_keyed_permutation_matches_numpy() -> None:
+    generator = np.random.default_rng(19)
+    sizes = [2, 3, 10, 1000, 2**31 + 11, 2**40, 2**63 + 5, 2**64 - 1]
+    sizes += [int(n) for n in generator.integers(2, 2**20, size=8)]
+    for n in sizes:
+        key = int(generator.integers(0, 2**64, dtype=np.uint64))
+        count = min(n, 300)
+        positions = np.unique(generator.integers(0, n, size=count, dtype=np.uint64))
+        shaped = positions[: positions.shape[0] // 2 * 2].reshape(2, -1)
+        for lanes in (positions, shaped, positions.astype(np.int64) if n < 2**63 else positions):
+            fast, slow = both(
+                lambda p=lanes, n=n, k=key: _snapshot(keyed_permutation_array(p, n, k))
+            )
+            assert fast == slow
+        assert (
+            both(
+                lambda n=n, k=key: _snapshot(keyed_permutation_array(np.array([], np.uint64), n, k))
+            )[0][0]
+            == "ok"
+        )
+    every = both(lambda: sorted(keyed_permutation_array(np.arange(1000), 1000, 5).tolist()))
+    assert every[0] == every[1] == ("ok", list(range(1000)))
+
+
+@pytest.mark.parametrize("kernels", ["numba", "numpy"])
+def test_permutation_reference_vectors_with_both_kernels(
+    kernels: str, public_vectors: dict[str, Any]
+) -> None:
+    with _backend.use_kernels(kernels):
+        for case in public_vectors["perm"]:
+            n, key = int(case["n"]), int(case["key"])
+            if case["kind"] == "full":
+                positions, expected = list(range(n)), case["perm"]
+            else:
+                positions = [int(p) for p, _ in case["pairs"]]
+                expected = [int(q) for _, q in case["pairs"]]
+            lanes = np.array(positions, dtype=np.uint64)
+            assert keyed_permutation_array(lanes, n, key).tolist() == expected
