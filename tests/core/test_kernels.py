@@ -62,7 +62,7 @@ def test_compiled_kernels_load() -> None:
     assert _kernels.HEADER is not None
     assert _backend.load() is _kernels
     assert _backend.failure() is None
-    assert not isinstance(_kernels.fill_images, _kernels._Lazy)
+    assert not isinstance(_kernels.fill_images, _kernels.Lazy)
     assert _backend.active() == "numba"
     with _backend.use_kernels("numpy"):
         assert _backend.active() == "numpy"
