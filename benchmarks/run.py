@@ -46,7 +46,7 @@ TITLES = {
     "W2": "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64",
     "W3": "100,000 token sequences, log-normal lengths (median 200, cap 2,048)",
     "W4": "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)",
-    "W5": "JPEG decode (512 images of 50-100 KB, Pillow), resize 224x224, float32 CHW, batch 64",
+    "W5": "JPEG decode (512 images of 50-90 KB, Pillow), resize 224x224, float32 CHW, batch 64",
 }
 NOTES = {
     "W1": [

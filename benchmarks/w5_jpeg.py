@@ -1,13 +1,13 @@
 """W5: a real decode workload: JPEG bytes -> Pillow decode -> 224x224 -> float32 CHW, batch 64.
 
-512 JPEGs (500x375, quality 90, about 50-100 KB: gradients, smooth blobs and sensor-like
-noise, drawn from ``numpy.random.default_rng(5)``) are held in memory as bytes. Every port
-does the same per-sample work, ``decode``: ``Image.open`` + ``load`` (the JPEG decode),
-``resize((224, 224), BILINEAR)``, then ``rgb8_to_planar`` with the ImageNet mean and std
-(float32 ``[3, 224, 224]``); the batch is ``ImageBatchCollator()`` over the 64 samples of a
-``ShuffledSampler(512, 64)`` step (label = index % 10). Pillow's decode and resize and
-aioloader's kernels release the GIL, so threads can use every core. Batches are checked
-bit-identical across ports before timing. The metric is images per second.
+512 JPEGs (500x375, quality 90, about 50-90 KB: gradients, smooth blobs and sensor-like
+noise of a random strength, drawn from ``numpy.random.default_rng(5)``) are held in memory
+as bytes. Every port does the same per-sample work, ``decode``: ``Image.open`` + ``load``
+(the JPEG decode), ``resize((224, 224), BILINEAR)``, then ``rgb8_to_planar`` with the
+ImageNet mean and std (float32 ``[3, 224, 224]``); the batch is ``ImageBatchCollator()``
+over the 64 samples of a ``ShuffledSampler(512, 64)`` step (label = index % 10). Pillow's
+decode and resize and aioloader's kernels release the GIL, so threads can use every core.
+Batches are checked bit-identical across ports before timing. The metric is images/s.
 
 - plain loop: one thread, ``[decode(b) for b in batch]`` then ``np.stack`` (the baseline).
 - aioloader: ``DataLoader(..., transform=decode, workers=w, prefetch=4)``, ``async for``.
@@ -82,7 +82,8 @@ def _picture(generator: np.random.Generator, height: int, width: int) -> Any:
     coarse = generator.integers(0, 256, (height // 24 + 2, width // 24 + 2, 3), dtype=np.uint8)
     blobs = Image.fromarray(coarse).resize((width, height), Image.Resampling.BICUBIC)
     pixels += (np.asarray(blobs, np.float32) - 128.0) * 0.5
-    pixels += generator.standard_normal((height, width, 3), dtype=np.float32) * 9.0
+    grain = generator.uniform(6.0, 16.0)  # sensor noise: sets the file size, 50-90 KB
+    pixels += generator.standard_normal((height, width, 3), dtype=np.float32) * grain
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
 
 
@@ -498,6 +499,3 @@ def verify(found: list[System], cfg: W5Config, log: Callable[[str], None]) -> No
                 if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
                     raise AssertionError(f"{system.name}: step {step} {name} differs")
         log(f"  W5 {system.name}: {len(got)} batches bit-identical")
-
-
-__all__ = ["W5Config", "cases", "decode", "make_jpegs", "release"]

@@ -7,8 +7,8 @@ right after the object header). ``HEADER`` is that header's size, checked agains
 array when this module loads (``None`` if the layout is not the expected one, and then the
 kernels are not used).
 
-numba's cache checks the timestamp of the kernel's own file (``_kernels.py``) only: after
-editing this module, touch ``_kernels.py`` so that the kernels recompile.
+numba's cache is keyed on the source of ``_kernels.py`` only: after editing this module,
+bump ``_kernels.SUPPORT_VERSION`` so that the cached kernels are recompiled.
 """
 
 from __future__ import annotations

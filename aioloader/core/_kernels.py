@@ -41,6 +41,8 @@ from ._kernel_support import HEADER as HEADER
 from ._kernel_support import Lazy as Lazy
 from ._kernel_support import kernel as _kernel
 
+SUPPORT_VERSION = 1  # bump when _kernel_support.py changes: numba's cache keys on this file
+
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _U_C1 = np.uint64(0xBF58476D1CE4E5B9)
 _U_C2 = np.uint64(0x94D049BB133111EB)
