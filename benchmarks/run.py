@@ -171,7 +171,16 @@ def build_cases(
         import w5_jpeg
 
         cfg5 = (
-            w5_jpeg.W5Config(images=64, batch=16, warm=1, count=2, verify=2)
+            w5_jpeg.W5Config(
+                images=16,
+                batch=8,
+                source_width=160,
+                source_height=120,
+                warm=1,
+                count=2,
+                verify=2,
+                processes=False,
+            )
             if quick
             else w5_jpeg.W5Config()
         )

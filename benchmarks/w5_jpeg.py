@@ -63,6 +63,7 @@ class W5Config:
     warm: int = 2  # batches consumed before the clock starts
     count: int = 8  # batches timed per measurement (one epoch)
     verify: int = 3  # batches compared across ports
+    processes: bool = True  # the rows that start worker processes (left out by --quick)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -437,10 +438,11 @@ def systems(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], 
     if not processes:
         log("  W5: DataLoader has no executor= yet; the 'aioloader processes=2' row is left out")
     found += processes
+    spawn = (False, True) if cfg.processes else (False,)
     optional: list[tuple[str, Callable[[], list[System]]]] = [
-        ("torch", lambda: [Torch(cfg, items, w) for w in (0, 1, 2)]),
+        ("torch", lambda: [Torch(cfg, items, w) for w in ((0, 1, 2) if cfg.processes else (0,))]),
         ("spdl", lambda: [Spdl(cfg, items, 2)]),
-        ("grain", lambda: [Grain(cfg, items, p) for p in (False, True)]),
+        ("grain", lambda: [Grain(cfg, items, p) for p in spawn]),
     ]
     for module, build in optional:
         try:
