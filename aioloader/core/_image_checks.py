@@ -25,6 +25,7 @@ _EMPTY.flags.writeable = False
 
 F32Array = npt.NDArray[np.float32]
 I32Array = npt.NDArray[np.int32]
+_LABEL_TYPES = {int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32}
 
 
 def _check_indices(indices: npt.NDArray[Any]) -> None:
@@ -63,7 +64,7 @@ def _gather_fast(samples: Sequence[Any], kernels: ModuleType) -> _Gathered | Non
         set(map(type, images)) != {ndarray}
         or set(map(_DTYPE, images)) != {F32}
         or set(map(_NDIM, images)) != {3}
-        or set(map(type, labels)) != {int}
+        or not set(map(type, labels)) <= _LABEL_TYPES
     ):
         return None
     kinds = set(map(type, targets))

@@ -158,7 +158,10 @@ def random_images(generator: np.random.Generator, n: int) -> list[ImageSample]:
             target = generator.integers(-5, 80, size=int(generator.integers(0, 5))).astype(np.int32)
         elif target_kind == 2:
             target = [int(t) for t in generator.integers(0, 80, size=2)]
-        samples.append(ImageSample(image, target, int(generator.integers(-(2**31), 2**31))))
+        label: Any = int(generator.integers(-(2**31), 2**31))
+        if generator.integers(0, 3) == 0:  # numpy integers are labels too
+            label = [np.int64, np.int32, np.uint16][int(generator.integers(0, 3))](label % 60000)
+        samples.append(ImageSample(image, target, label))
     return samples
 
 
@@ -233,6 +236,7 @@ BAD_SAMPLES: list[Callable[[], list[Any]]] = [
     lambda: [ImageSample(np.ones((1, 2, 0), np.float32))],
     lambda: [ImageSample(np.ones((1, 2, 3), np.float32), label=2**31)],
     lambda: [ImageSample(np.ones((1, 2, 3), np.float32), label=True)],
+    lambda: [ImageSample(np.ones((1, 2, 3), np.float32), label=np.int64(2**40))],  # type: ignore[arg-type]
     lambda: [ImageSample(np.ones((1, 2, 3), np.float32), target=np.ones((2, 2), np.int32))],
     lambda: [ImageSample(np.ones((1, 2, 3), np.float32), target=[2**40])],
     lambda: [
@@ -374,7 +378,10 @@ def test_common_batches_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch) 
     images = list(line_images(4, 4, 2, 6)._samples)
     plan = BatchPlan(0, 0, 0, 0, np.arange(4))
     ImageBatchCollator(augment=GainOffset())(images, plan).release()
-    bare = [ImageSample(np.ones((2, 1, k), np.float32)[:, :, ::-1]) for k in (1, 2, 3, 4)]
+    bare = [
+        ImageSample(np.ones((2, 1, k), np.float32)[:, :, ::-1], label=np.int64(k))  # type: ignore[arg-type]
+        for k in (1, 2, 3, 4)
+    ]
     ImageBatchCollator()(bare, plan).release()
     seqs = [np.arange(k, dtype=np.int64) for k in (3, 1, 4, 1)]
     PadCollator()(seqs, plan).release()
