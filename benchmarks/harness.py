@@ -28,6 +28,8 @@ from aioloader.cli._progress import Progress
 PACKAGES = (
     "aioloader",
     "numpy",
+    "numba",
+    "pillow",
     "anyio",
     "uvloop",
     "trio",

@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ._backend import compiled
 from ._check import finite_non_negative, positive_int
 from ._rng import GOLDEN, MASK64, BatchRng, SampleRng, mix_array
 
@@ -144,6 +145,10 @@ def gray8_to_planar(
     pixels, width = _check_pixels(pixels, width, 1)
     scale, bias = _planar_constants("", mean, std)
     out = np.empty((1, pixels.shape[0], width), F32)
+    kernels = compiled()
+    if kernels is not None:
+        kernels.gray_to_planar(pixels, scale, bias, out)
+        return out
     np.multiply(pixels[:, :width], scale, out=out[0], dtype=F32)
     np.subtract(out, bias, out=out)
     return out
@@ -168,10 +173,16 @@ def rgb8_to_planar(
         if len(values) != 3:
             raise ValueError(f"{label} must hold 3 values (R, G, B) but got {len(values)}")
     height = pixels.shape[0]
-    interleaved = pixels[:, : 3 * width].reshape(height, width, 3)
+    constants = [_planar_constants(f"[{c}]", mean[c], std[c]) for c in range(3)]
     out = np.empty((3, height, width), F32)
-    for c in range(3):
-        scale, bias = _planar_constants(f"[{c}]", mean[c], std[c])
+    kernels = compiled()
+    if kernels is not None:
+        scales = np.array([scale for scale, _ in constants], F32)
+        biases = np.array([bias for _, bias in constants], F32)
+        kernels.rgb_to_planar(pixels, scales, biases, out)
+        return out
+    interleaved = pixels[:, : 3 * width].reshape(height, width, 3)
+    for c, (scale, bias) in enumerate(constants):
         np.multiply(interleaved[:, :, c], scale, out=out[c], dtype=F32)
         np.subtract(out[c], bias, out=out[c])
     return out

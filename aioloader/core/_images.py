@@ -10,12 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from types import ModuleType
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from ._backend import compiled
 from ._check import positive_int
+from ._image_checks import (
+    _EMPTY,
+    F32,
+    I32,
+    INT32_LIMIT,
+    F32Array,
+    I32Array,
+    _check_indices,
+    _gather,
+    _gather_fast,
+    _Gathered,
+)
 from ._image_ops import BatchAugmentation as BatchAugmentation
 from ._image_ops import GainOffset as GainOffset
 from ._image_ops import gray8_to_planar as gray8_to_planar
@@ -24,15 +38,8 @@ from ._plan import BatchPlan
 from ._pool import BatchField, BatchState, BufferPool, PooledBatch, StepBatch
 from ._rng import BatchRng, SampleRng
 
-F32 = np.dtype(np.float32)
-I32 = np.dtype(np.int32)
-INT32_MIN = -(1 << 31)
-INT32_LIMIT = 1 << 31
-_EMPTY: npt.NDArray[Any] = np.empty(0, np.int32)
-_EMPTY.flags.writeable = False
-
-F32Array = npt.NDArray[np.float32]
-I32Array = npt.NDArray[np.int32]
+_NO_KEYS = np.empty(0, np.uint64)
+_F0 = np.float32(0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +204,11 @@ class ImageBatchCollator:
                 f"plan.indices must hold one index per sample ({n}) but got shape {indices.shape}"
             )
         _check_indices(indices)
+        kernels = compiled()
+        if kernels is not None:
+            gathered = _gather_fast(samples, kernels)
+            if gathered is not None:
+                return self._collate_compiled(kernels, gathered, plan)
         images, widths, labels, targets = _gather(samples, indices)
         c, h = images[0].shape[0], images[0].shape[1]
         lengths = list(map(len, targets))
@@ -227,6 +239,70 @@ class ImageBatchCollator:
         batch = ImageBatch.__new__(ImageBatch)
         PooledBatch.__init__(batch, state)
         return batch
+
+    def _collate_compiled(
+        self, kernels: ModuleType, gathered: _Gathered, plan: BatchPlan
+    ) -> ImageBatch:
+        """The compiled path: pixels, pad and ``GainOffset`` in one GIL-free kernel call."""
+        images, ids, widths, labels, targets = gathered
+        n = ids.shape[0]
+        c, h = images[0].shape[0], images[0].shape[1]
+        lengths = list(map(len, targets))
+        total = sum(lengths)
+        multiple = self._width_multiple
+        wp = -(-int(widths.max()) // multiple) * multiple
+        pool = self._pool
+        out = pool.acquire((n, c, h, wp), F32)
+        ints = pool.acquire((4 * n + total,), I32)
+        try:
+            ints[:n] = widths
+            ints[n : 2 * n] = lengths
+            ints[2 * n : 3 * n] = labels
+            ints[3 * n : 4 * n] = plan.indices
+            if total:
+                np.concatenate(targets, out=ints[4 * n :], casting="unsafe")
+            self._fill_compiled(kernels, out, images, ids, widths, ints[:n], plan)
+        except BaseException:
+            pool.release(out)
+            pool.release(ints)
+            raise
+        state = pool.reuse(_ImageState) or _ImageState()
+        state.pool, state.buffers = pool, (out, ints)
+        state.images, state.widths = out, ints[:n]
+        state.target_lengths, state.labels = ints[n : 2 * n], ints[2 * n : 3 * n]
+        state.indices, state.targets = ints[3 * n : 4 * n], ints[4 * n :]
+        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+        batch = ImageBatch.__new__(ImageBatch)
+        PooledBatch.__init__(batch, state)
+        return batch
+
+    def _fill_compiled(
+        self,
+        kernels: ModuleType,
+        out: F32Array,
+        images: list[F32Array],
+        ids: npt.NDArray[np.int64],
+        widths: npt.NDArray[np.int64],
+        width_array: I32Array,
+        plan: BatchPlan,
+    ) -> None:
+        augment, fill, header = self._augment, kernels.fill_images, kernels.HEADER
+        if augment is None:
+            fill(ids, header, widths, out, self._pad, kernels.COPY_AND_PAD, _NO_KEYS, _F0, _F0)
+        elif type(augment) is GainOffset:
+            gain, offset = np.float32(augment.gain_std), np.float32(augment.offset_std)
+            keys = plan.augment_keys()
+            fill(
+                ids, header, widths, out, self._pad, kernels.GAIN_OFFSET_AND_PAD, keys, gain, offset
+            )
+        elif callable(getattr(augment, "augment_batch", None)):
+            fill(ids, header, widths, out, self._pad, kernels.COPY_ONLY, _NO_KEYS, _F0, _F0)
+            batch_form = cast(BatchAugmentation, augment).augment_batch
+            with np.errstate(all="ignore"):
+                batch_form(out, width_array, BatchRng(plan.augment_keys()))
+            fill(ids, header, widths, out, self._pad, kernels.PAD_ONLY, _NO_KEYS, _F0, _F0)
+        else:  # a per-sample Python augmentation: the reference loop
+            self._fill(out, images, widths.tolist(), width_array, plan)
 
     def _fill(
         self,
@@ -277,110 +353,6 @@ class ImageBatchCollator:
             f"ImageBatchCollator(width_multiple={self._width_multiple}, "
             f"pad_value={float(self._pad)!r}, augment={self._augment!r})"
         )
-
-
-def _check_indices(indices: npt.NDArray[Any]) -> None:
-    if indices.dtype.kind not in "iu":
-        raise TypeError(f"plan.indices must hold integers but got dtype {indices.dtype}")
-    low, high = int(indices.min()), int(indices.max())
-    if low < 0 or high >= INT32_LIMIT:
-        bad = low if low < 0 else high
-        slot = int(np.flatnonzero(indices == bad)[0])
-        raise ValueError(
-            f"dataset index must fit int32 as an index in [0, 2^31) but got {bad} at slot {slot}"
-        )
-
-
-def _gather(
-    samples: Sequence[ImageSample], indices: npt.NDArray[Any]
-) -> tuple[list[F32Array], list[int], list[int], list[npt.NDArray[Any]]]:
-    """Check every sample; the common case costs a few attribute reads and comparisons."""
-    images: list[F32Array] = []
-    widths: list[int] = []
-    labels: list[int] = []
-    targets: list[npt.NDArray[Any]] = []
-    ndarray, f32, i32 = np.ndarray, F32, I32
-    first: tuple[int, ...] = ()
-    for slot, sample in enumerate(samples):
-        try:
-            image, target, label = sample.image, sample.target, sample.label
-        except AttributeError:
-            raise TypeError(
-                f"samples[{slot}] must be an ImageSample but got {type(sample).__name__}"
-            ) from None
-        if type(image) is not ndarray or image.dtype is not f32 or image.ndim != 3:
-            image = _check_image(slot, indices, image)
-        shape = image.shape
-        if not first:
-            first = shape
-        if shape[0] != first[0] or shape[1] != first[1] or shape[2] < 1:
-            _shape_error(slot, indices, first, shape)
-        images.append(image)
-        widths.append(shape[2])
-        if type(label) is not int or not INT32_MIN <= label < INT32_LIMIT:
-            label = _check_label(slot, indices, label)
-        labels.append(label)
-        if type(target) is not ndarray or target.dtype is not i32 or target.ndim != 1:
-            target = _check_target(slot, indices, target)
-        targets.append(target)
-    return images, widths, labels, targets
-
-
-def _where(slot: int, indices: npt.NDArray[Any], field: str) -> str:
-    return f"samples[{slot}].{field} (dataset index {int(indices[slot])})"
-
-
-def _shape_error(
-    slot: int, indices: npt.NDArray[Any], first: tuple[int, ...], shape: tuple[int, ...]
-) -> NoReturn:
-    if shape[2] < 1:
-        raise ValueError(
-            f"image width must be >= 1 but dataset index {int(indices[slot])} has shape {shape}"
-        )
-    raise ValueError(
-        "samples of one batch must share C and H but dataset index "
-        f"{int(indices[0])} has shape {first} and dataset index {int(indices[slot])} "
-        f"has shape {shape}"
-    )
-
-
-def _check_image(slot: int, indices: npt.NDArray[Any], image: Any) -> F32Array:
-    where = _where(slot, indices, "image")
-    if not isinstance(image, np.ndarray):
-        raise TypeError(f"{where} must be a numpy float32 array but got {type(image).__name__}")
-    if image.dtype != F32:
-        raise TypeError(f"{where} must have dtype float32 but got {image.dtype}")
-    if image.ndim != 3:
-        raise ValueError(f"{where} must be 3-D [C, H, W] but got shape {image.shape}")
-    return image
-
-
-def _check_label(slot: int, indices: npt.NDArray[Any], label: Any) -> int:
-    where = _where(slot, indices, "label")
-    if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
-        raise TypeError(f"{where} must be an int32 but got {type(label).__name__} ({label!r})")
-    if not INT32_MIN <= int(label) < INT32_LIMIT:
-        raise ValueError(f"{where} must fit int32 in [-2^31, 2^31) but got {int(label)}")
-    return int(label)
-
-
-def _check_target(slot: int, indices: npt.NDArray[Any], target: Any) -> npt.NDArray[Any]:
-    if type(target) is tuple and not target:
-        return _EMPTY
-    where = _where(slot, indices, "target")
-    array = np.asarray(target)
-    if array.ndim != 1:
-        raise ValueError(f"{where} must be a 1-D sequence of int32 but got shape {array.shape}")
-    if array.size == 0:
-        return _EMPTY
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{where} must hold integers but got dtype {array.dtype}")
-    if array.dtype != I32:
-        low, high = int(array.min()), int(array.max())
-        if low < INT32_MIN or high >= INT32_LIMIT:
-            bad = low if low < INT32_MIN else high
-            raise ValueError(f"{where} must hold int32 values but holds {bad}")
-    return array
 
 
 __all__ = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
@@ -20,7 +21,7 @@ from ._permutation import keyed_permutation_array
 from ._pool import BatchField, BatchState, BufferPool, StepBatch
 from ._rng import _derive_unchecked
 from ._samplers import IndexArray, _check_position
-from ._sequences import _EMPTY, Int64Array, _as_arrays
+from ._sequences import _EMPTY, Int64Array, _as_arrays, byte_layout, compiled_for, ids_of
 from ._streams import RngStream
 
 
@@ -261,26 +262,22 @@ class PackCollator:
         segments = pool.acquire((rows, ctx), np.int32)
         buffers = [tokens, positions, segments]
         try:
-            tokens[...] = self._value
-            row_of = layout._row_of_piece().tolist()
-            for r, k, s, n, o in zip(
-                row_of,
-                *(a.tolist() for a in (source, layout.starts, layout.lengths, layout.offsets)),
-                strict=True,
-            ):
-                tokens[r, o : o + n] = arrays[k][s : s + n]
-            flat, piece, within = layout._position_index()
-            positions.fill(0)
-            positions.reshape(-1)[flat] = within
-            segments.fill(-1)
-            segments.reshape(-1)[flat] = source[piece]
+            kernels = compiled_for(arrays)
+            done = kernels is not None and self._fill_compiled(
+                kernels, arrays, layout, source, tokens, positions, segments
+            )
+            if not done:
+                self._fill_reference(arrays, layout, source, tokens, positions, segments)
             mask = None
             if self._causal:
                 mask = pool.acquire((rows, ctx, ctx), np.bool_)
                 buffers.append(mask)
-                np.equal(segments[:, :, None], segments[:, None, :], out=mask)
-                mask &= segments[:, :, None] >= 0
-                mask &= np.tri(ctx, dtype=np.bool_)
+                if kernels is not None:
+                    kernels.causal_mask(segments, mask)
+                else:
+                    np.equal(segments[:, :, None], segments[:, None, :], out=mask)
+                    mask &= segments[:, :, None] >= 0
+                    mask &= np.tri(ctx, dtype=np.bool_)
         except BaseException:
             for buffer in buffers:
                 pool.release(buffer)
@@ -294,6 +291,59 @@ class PackCollator:
         state.indices, state.causal_mask = plan.indices, mask
         state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
         return PackedBatch(state)
+
+    def _fill_compiled(
+        self,
+        kernels: ModuleType,
+        arrays: list[npt.NDArray[Any]],
+        layout: Packing,
+        source: Int64Array,
+        tokens: npt.NDArray[Any],
+        positions: Int64Array,
+        segments: npt.NDArray[np.int32],
+    ) -> bool:
+        """Tokens, positions and segments in one GIL-free call; False if it declines."""
+        rows, pattern = byte_layout(tokens, self._value)
+        pieces = [
+            np.ascontiguousarray(a, dtype=np.int64)
+            for a in (layout.row_ptr, source, layout.starts, layout.lengths, layout.offsets)
+        ]
+        status = kernels.pack_into(
+            ids_of(arrays),
+            kernels.HEADER,
+            tokens.dtype.itemsize,
+            *pieces,
+            pieces[1],
+            rows,
+            pattern,
+            positions,
+            segments,
+        )
+        return bool(status < 0)
+
+    def _fill_reference(
+        self,
+        arrays: list[npt.NDArray[Any]],
+        layout: Packing,
+        source: Int64Array,
+        tokens: npt.NDArray[Any],
+        positions: Int64Array,
+        segments: npt.NDArray[np.int32],
+    ) -> None:
+        """The numpy reference of ``_fill_compiled``."""
+        tokens[...] = self._value
+        row_of = layout._row_of_piece().tolist()
+        for r, k, s, n, o in zip(
+            row_of,
+            *(a.tolist() for a in (source, layout.starts, layout.lengths, layout.offsets)),
+            strict=True,
+        ):
+            tokens[r, o : o + n] = arrays[k][s : s + n]
+        flat, piece, within = layout._position_index()
+        positions.fill(0)
+        positions.reshape(-1)[flat] = within
+        segments.fill(-1)
+        segments.reshape(-1)[flat] = source[piece]
 
 
 __all__ = ("PackCollator", "PackedBatch", "PackedSampler")

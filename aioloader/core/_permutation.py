@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ._backend import compiled
 from ._check import U64_LIMIT, as_int, u64
 from ._rng import MASK64, U64Array, _mix_in_place, _mix_unchecked
 
@@ -81,6 +82,13 @@ def keyed_permutation_array(positions: Any, n: int, key: int) -> U64Array:
     if size <= 1:
         return np.zeros(lanes.shape, dtype=np.uint64)
     half, mask = _geometry(size)
+    kernels = compiled()
+    if kernels is not None:
+        flat = np.ascontiguousarray(lanes.ravel(), dtype=np.uint64)
+        out = np.empty_like(flat)
+        keys = np.array([secret ^ rk for rk in _ROUND_KEYS], np.uint64)
+        kernels.permute(flat, out, np.uint64(size), np.uint64(half), np.uint64(mask), keys)
+        return out.reshape(lanes.shape)
     shift, lane_mask = np.uint64(half), np.uint64(mask)
     round_keys = [np.uint64(secret ^ rk) for rk in _ROUND_KEYS]
     limit = np.uint64(size) if size < U64_LIMIT else None

@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ._backend import compiled
 from ._pool import BatchField, BatchState, BufferPool, StepBatch
 from ._samplers import IndexArray
 
@@ -62,6 +66,36 @@ def _fill_padded(
             out[i, :n] = a
         else:
             out[i, width - n :] = a
+
+
+_DTYPE = operator.attrgetter("dtype")
+
+
+def compiled_for(arrays: list[npt.NDArray[Any]]) -> ModuleType | None:
+    """The compiled kernels when they apply to ``arrays`` (all of one dtype), else ``None``."""
+    kernels = compiled()
+    if kernels is None or set(map(_DTYPE, arrays)) != {arrays[0].dtype}:
+        return None
+    return kernels
+
+
+def byte_layout(
+    out: npt.NDArray[Any], value: Any
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
+    """``out`` as bytes ``[rows, -1]``, and one padded position (``out[i, t]``) as bytes.
+
+    The pattern is written by the same assignment the reference uses (``x[...] = value``),
+    so casting, rounding and errors are the same.
+    """
+    pattern = np.empty((1, *out.shape[2:]), out.dtype)
+    pattern[...] = value
+    rows = out.reshape(out.shape[0], math.prod(out.shape[1:])).view(np.uint8)
+    return rows, pattern.reshape(-1).view(np.uint8)
+
+
+def ids_of(arrays: list[npt.NDArray[Any]]) -> npt.NDArray[np.int64]:
+    """The ``id`` of every array, for the kernels (the caller keeps the arrays alive)."""
+    return np.fromiter(map(id, arrays), np.int64, len(arrays))
 
 
 def pad_sequences(
@@ -156,12 +190,9 @@ class PadCollator:
         tokens = pool.acquire((n, width, *arrays[0].shape[1:]), arrays[0].dtype)
         mask = pool.acquire((n, width), np.bool_)
         try:
-            _fill_padded(tokens, arrays, self._value, self._side)
-            columns = np.arange(width)
-            if self._side == "right":
-                np.less(columns[None, :], lengths[:, None], out=mask)
-            else:
-                np.greater_equal(columns[None, :], (width - lengths)[:, None], out=mask)
+            kernels = compiled_for(arrays)
+            if kernels is None or not self._fill_compiled(kernels, arrays, lengths, tokens, mask):
+                self._fill_reference(arrays, lengths, tokens, mask)
         except BaseException:
             for buffer in (lengths, tokens, mask):
                 pool.release(buffer)
@@ -172,6 +203,44 @@ class PadCollator:
         state.indices = plan.indices
         state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
         return PaddedBatch(state)
+
+    def _fill_compiled(
+        self,
+        kernels: ModuleType,
+        arrays: list[npt.NDArray[Any]],
+        lengths: Int64Array,
+        tokens: npt.NDArray[Any],
+        mask: npt.NDArray[np.bool_],
+    ) -> bool:
+        """Tokens and mask in one GIL-free call; False (nothing written) if it declines."""
+        rows, pattern = byte_layout(tokens, self._value)
+        status = kernels.pad_into(
+            ids_of(arrays),
+            kernels.HEADER,
+            tokens.dtype.itemsize,
+            lengths,
+            rows,
+            pattern,
+            self._side == "left",
+            mask,
+        )
+        return bool(status < 0)
+
+    def _fill_reference(
+        self,
+        arrays: list[npt.NDArray[Any]],
+        lengths: Int64Array,
+        tokens: npt.NDArray[Any],
+        mask: npt.NDArray[np.bool_],
+    ) -> None:
+        """The numpy reference of ``_fill_compiled``."""
+        width = tokens.shape[1]
+        _fill_padded(tokens, arrays, self._value, self._side)
+        columns = np.arange(width)
+        if self._side == "right":
+            np.less(columns[None, :], lengths[:, None], out=mask)
+        else:
+            np.greater_equal(columns[None, :], (width - lengths)[:, None], out=mask)
 
 
 __all__ = ("PadCollator", "PaddedBatch", "pad_sequences")

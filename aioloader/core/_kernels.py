@@ -1,0 +1,348 @@
+"""Compiled batch kernels: numba, ``nogil``, cached on disk; the numpy code is the reference.
+
+Each kernel builds a whole batch with the GIL released, so worker threads run side by side.
+The samples are separate numpy arrays: the caller passes their ``id()`` and keeps them alive
+for the call; the kernel reads data pointer, shape and strides through ``_kernel_support``.
+Kernels that validate return ``-1`` when done or the first offending position, and write
+nothing in that case, so the caller can run the reference code, which raises the
+reference error.
+
+Each kernel has one signature; it is compiled on its first call, or loaded from numba's
+cache (``__pycache__`` next to this file, or the user-wide cache numba picks when that is
+read-only; ``NUMBA_CACHE_DIR`` overrides both). ``load_all()`` does all of them at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import types
+from numba.np.numpy_support import carray
+
+from ._kernel_support import (
+    _BOOL,
+    _F32,
+    _I32,
+    _I64,
+    _U8,
+    _array,
+    _c_contiguous,
+    _data,
+    _dim,
+    _f32_pointer,
+    _inline,
+    _input,
+    _load_f32,
+    _stride,
+    _u8_pointer,
+)
+from ._kernel_support import HEADER as HEADER
+from ._kernel_support import Lazy as Lazy
+from ._kernel_support import kernel as _kernel
+
+SUPPORT_VERSION = 1  # bump when _kernel_support.py changes: numba's cache keys on this file
+
+_U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_U_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_U_C2 = np.uint64(0x94D049BB133111EB)
+_U_27, _U_30, _U_31, _U_40 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(40)
+_SINGLE_SCALE = np.float32(2.0**-24)
+_ZERO, _ONE, _SIX = np.float32(0.0), np.float32(1.0), np.float32(6.0)
+
+# fill_images modes
+COPY_AND_PAD = 0
+GAIN_OFFSET_AND_PAD = 1
+COPY_ONLY = 2
+PAD_ONLY = 3
+
+
+def load_all() -> None:
+    """Compile (or load from the cache) every kernel now, e.g. to fill the cache ahead."""
+    for value in list(globals().values()):
+        if isinstance(value, Lazy):
+            value.load()
+
+
+# -- random numbers: SampleRng.next_normal, exactly --------------------------------------
+@_inline
+def _next_normal(state: np.uint64) -> tuple[np.float32, np.uint64]:
+    """Twelve ``next_single`` draws summed left to right in float32, minus 6."""
+    acc = _ZERO
+    for _ in range(12):
+        state = state + _U_GOLDEN
+        z = state
+        z = (z ^ (z >> _U_30)) * _U_C1
+        z = (z ^ (z >> _U_27)) * _U_C2
+        z = z ^ (z >> _U_31)
+        acc = acc + np.float32(z >> _U_40) * _SINGLE_SCALE
+    return acc - _SIX, state
+
+
+# -- keyed permutation (the samplers' order) ---------------------------------------------
+@_inline
+def _mix(x: np.uint64) -> np.uint64:
+    z = x + _U_GOLDEN
+    z = (z ^ (z >> _U_30)) * _U_C1
+    z = (z ^ (z >> _U_27)) * _U_C2
+    return z ^ (z >> _U_31)  # type: ignore[no-any-return]
+
+
+@_kernel(
+    types.void(
+        _input(types.uint64),
+        _array(types.uint64, 1),
+        types.uint64,
+        types.uint64,
+        types.uint64,
+        _input(types.uint64),
+    )
+)
+def permute(
+    positions: Any, out: Any, size: np.uint64, half: np.uint64, mask: np.uint64, keys: Any
+) -> None:
+    """``keyed_permutation`` of every position: 4-round Feistel passes until below ``size``."""
+    for i in range(positions.shape[0]):
+        x = positions[i]
+        while True:
+            left, right = x >> half, x & mask
+            for r in range(4):
+                left, right = right, left ^ (_mix(right ^ keys[r]) & mask)
+            x = (left << half) | right
+            if x < size:
+                break
+        out[i] = x
+
+
+# -- images ---------------------------------------------------------------------------
+@_kernel(_I64(_input(_I64), _I64, _array(_I64, 1)))
+def image_widths(ids: Any, header: int, widths: Any) -> int:
+    """Widths of ``[C, H, W]`` images; the first slot whose C or H differ or W < 1, or -1."""
+    c0, h0 = _dim(ids[0], header, 0), _dim(ids[0], header, 1)
+    for i in range(ids.shape[0]):
+        obj = ids[i]
+        w = _dim(obj, header, 2)
+        if _dim(obj, header, 0) != c0 or _dim(obj, header, 1) != h0 or w < 1:
+            return i
+        widths[i] = w
+    return -1
+
+
+@_kernel(
+    types.void(
+        _input(_I64),
+        _I64,
+        _input(_I64),
+        _array(_F32, 4),
+        _F32,
+        _I64,
+        _input(types.uint64),
+        _F32,
+        _F32,
+    )
+)
+def fill_images(
+    ids: Any,
+    header: int,
+    widths: Any,
+    out: Any,
+    pad: np.float32,
+    mode: int,
+    keys: Any,
+    gain_std: np.float32,
+    offset_std: np.float32,
+) -> None:
+    """Copy image ``i`` into ``out[i, :, :, :widths[i]]`` and/or pad the columns after it.
+
+    ``GAIN_OFFSET_AND_PAD`` applies ``GainOffset`` on the way: lane ``i`` draws two normals
+    from ``keys[i]``; every pixel is ``(x * gain) + offset`` with two float32 roundings.
+    """
+    n, c, h, wp = out.shape
+    for i in range(n):
+        w = widths[i]
+        if mode != PAD_ONLY:
+            obj = ids[i]
+            data = _data(obj, header)
+            s0, s1, s2 = _stride(obj, header, 0), _stride(obj, header, 1), _stride(obj, header, 2)
+            gain, offset = _ONE, _ZERO
+            if mode == GAIN_OFFSET_AND_PAD:
+                first, state = _next_normal(keys[i])
+                second, state = _next_normal(state)
+                gain = _ONE + gain_std * first
+                offset = offset_std * second
+            for ch in range(c):
+                for y in range(h):
+                    row = out[i, ch, y]
+                    address = data + ch * s0 + y * s1
+                    if s2 == 4:
+                        source = carray(_f32_pointer(address), w)
+                        if mode == GAIN_OFFSET_AND_PAD:
+                            for x in range(w):
+                                scaled = source[x] * gain
+                                row[x] = scaled + offset
+                        else:
+                            row[:w] = source
+                    else:
+                        for x in range(w):
+                            value = _load_f32(address + x * s2)
+                            if mode == GAIN_OFFSET_AND_PAD:
+                                scaled = value * gain
+                                value = scaled + offset
+                            row[x] = value
+        if mode != COPY_ONLY and w < wp:
+            for ch in range(c):
+                for y in range(h):
+                    out[i, ch, y, w:] = pad
+
+
+@_kernel(types.void(_input(_U8, 2, "A"), _F32, _F32, _array(_F32, 3)))
+def gray_to_planar(pixels: Any, scale: np.float32, bias: np.float32, out: Any) -> None:
+    """``out[0, y, x] = float32(pixels[y, x]) * scale - bias`` (two roundings)."""
+    for y in range(out.shape[1]):
+        row = out[0, y]
+        for x in range(out.shape[2]):
+            scaled = np.float32(pixels[y, x]) * scale
+            row[x] = scaled - bias
+
+
+@_kernel(types.void(_input(_U8, 2, "A"), _input(_F32), _input(_F32), _array(_F32, 3)))
+def rgb_to_planar(pixels: Any, scales: Any, biases: Any, out: Any) -> None:
+    """``out[c, y, x] = float32(pixels[y, 3x + c]) * scales[c] - biases[c]``."""
+    for c in range(3):
+        scale, bias = scales[c], biases[c]
+        for y in range(out.shape[1]):
+            row = out[c, y]
+            for x in range(out.shape[2]):
+                scaled = np.float32(pixels[y, 3 * x + c]) * scale
+                row[x] = scaled - bias
+
+
+# -- sequences: byte copies, so one signature serves every dtype -------------------------
+@_inline
+def _fill_pattern(row: Any, start: int, stop: int, pattern: Any) -> None:
+    size = pattern.shape[0]
+    if size == 1:
+        row[start * size : stop * size] = pattern[0]
+        return
+    for t in range(start, stop):
+        row[t * size : (t + 1) * size] = pattern
+
+
+@_kernel(
+    _I64(
+        _input(_I64),
+        _I64,
+        _I64,
+        _input(_I64),
+        _array(_U8, 2),
+        _input(_U8),
+        _BOOL,
+        _array(_BOOL, 2),
+    )
+)
+def pad_into(
+    ids: Any,
+    header: int,
+    itemsize: int,
+    lengths: Any,
+    out: Any,
+    pattern: Any,
+    left: bool,
+    mask: Any,
+) -> int:
+    """Padded rows: sequence ``i`` at the right or left end of ``out[i]``, pattern elsewhere.
+
+    ``out`` is the tokens buffer as bytes ``[B, L * row]``, ``pattern`` one padded
+    position's bytes (``row`` of them). Returns the first sequence that is not
+    C-contiguous, or -1 when done.
+    """
+    n, width = mask.shape
+    row_bytes = pattern.shape[0]
+    for i in range(n):
+        if not _c_contiguous(ids[i], header, itemsize):
+            return i
+    for i in range(n):
+        count = lengths[i]
+        start = width - count if left else 0
+        row = out[i]
+        _fill_pattern(row, 0, start, pattern)
+        if count:
+            source = carray(_u8_pointer(_data(ids[i], header)), count * row_bytes)
+            row[start * row_bytes : (start + count) * row_bytes] = source
+        _fill_pattern(row, start + count, width, pattern)
+        for t in range(width):
+            mask[i, t] = start <= t < start + count
+    return -1
+
+
+@_kernel(
+    _I64(
+        _input(_I64),
+        _I64,
+        _I64,
+        *[_input(_I64)] * 6,
+        _array(_U8, 2),
+        _input(_U8),
+        _array(_I64, 2),
+        _array(_I32, 2),
+    )
+)
+def pack_into(
+    ids: Any,
+    header: int,
+    itemsize: int,
+    row_ptr: Any,
+    source: Any,
+    starts: Any,
+    lengths: Any,
+    offsets: Any,
+    segment_of: Any,
+    out: Any,
+    pattern: Any,
+    positions: Any,
+    segments: Any,
+) -> int:
+    """Packed rows: piece ``k`` of row ``r`` is ``seq[source[k]][starts[k]:+lengths[k]]``.
+
+    Tokens are bytes ``[rows, context * row]``; positions count 0.. in every piece (0 on
+    padding); segments hold ``segment_of[k]`` (-1 on padding). Returns the first piece
+    whose sequence is not C-contiguous or too short, or -1 when done.
+    """
+    rows, context = positions.shape
+    row_bytes = pattern.shape[0]
+    for k in range(source.shape[0]):
+        if source[k] < 0 or source[k] >= ids.shape[0]:
+            return k
+        obj = ids[source[k]]
+        if not _c_contiguous(obj, header, itemsize):
+            return k
+        if starts[k] < 0 or lengths[k] < 0 or starts[k] + lengths[k] > _dim(obj, header, 0):
+            return k
+        if offsets[k] < 0 or offsets[k] + lengths[k] > context:
+            return k
+    for r in range(rows):
+        _fill_pattern(out[r], 0, context, pattern)
+        positions[r, :] = 0
+        segments[r, :] = -1
+        for k in range(row_ptr[r], row_ptr[r + 1]):
+            count, at = lengths[k], offsets[k]
+            if count:
+                data = _data(ids[source[k]], header) + starts[k] * row_bytes
+                chunk = carray(_u8_pointer(data), count * row_bytes)
+                out[r, at * row_bytes : (at + count) * row_bytes] = chunk
+            segment = np.int32(segment_of[k])
+            for t in range(count):
+                positions[r, at + t] = t
+                segments[r, at + t] = segment
+    return -1
+
+
+@_kernel(types.void(_input(_I32, 2), _array(_BOOL, 3)))
+def causal_mask(segments: Any, mask: Any) -> None:
+    """``mask[r, i, j]``: i and j in the same piece (not padding) and ``j <= i``."""
+    rows, context = segments.shape
+    for r in range(rows):
+        for i in range(context):
+            mine = segments[r, i]
+            for j in range(context):
+                mask[r, i, j] = j <= i and mine >= 0 and segments[r, j] == mine

@@ -1,0 +1,503 @@
+"""W5: a real decode workload: JPEG bytes -> Pillow decode -> 224x224 -> float32 CHW, batch 64.
+
+512 JPEGs (500x375, quality 90, about 50-90 KB: gradients, smooth blobs and sensor-like
+noise of a random strength, drawn from ``numpy.random.default_rng(5)``) are held in memory
+as bytes. Every port does the same per-sample work, ``decode``: ``Image.open`` + ``load``
+(the JPEG decode), ``resize((224, 224), BILINEAR)``, then ``rgb8_to_planar`` with the
+ImageNet mean and std (float32 ``[3, 224, 224]``); the batch is ``ImageBatchCollator()``
+over the 64 samples of a ``ShuffledSampler(512, 64)`` step (label = index % 10). Pillow's
+decode and resize and aioloader's kernels release the GIL, so threads can use every core.
+Batches are checked bit-identical across ports before timing. The metric is images/s.
+
+- plain loop: one thread, ``[decode(b) for b in batch]`` then ``np.stack`` (the baseline).
+- aioloader: ``DataLoader(..., transform=decode, workers=w, prefetch=4)``, ``async for``.
+- torch: ``DataLoader(num_workers=w)``, a map-style dataset that decodes, our sampler's
+  order and collator as ``collate_fn`` (shared-memory tensors out of workers, as in W1).
+- SPDL and Grain: a step builder (plan, decode 64, collate) on 2 threads, as in W1.
+- aioloader processes: the row appears once ``DataLoader`` takes ``executor`` (see
+  ``process_rows``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from harness import Case
+from w1_images import System, release
+
+from aioloader.core import (
+    BatchPlan,
+    ImageBatch,
+    ImageBatchCollator,
+    ImageSample,
+    ShuffledSampler,
+    plan_batch,
+    rgb8_to_planar,
+)
+from aioloader.core._rng import SampleRng
+
+FIELDS = ("images", "labels", "indices")
+SEED = 5
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+@dataclasses.dataclass(frozen=True)
+class W5Config:
+    """Sizes of the workload and of one measurement."""
+
+    images: int = 512
+    batch: int = 64
+    size: int = 224
+    source_width: int = 500
+    source_height: int = 375
+    quality: int = 90
+    prefetch: int = 4
+    warm: int = 2  # batches consumed before the clock starts
+    count: int = 8  # batches timed per measurement (one epoch)
+    verify: int = 3  # batches compared across ports
+    processes: bool = True  # the rows that start worker processes (left out by --quick)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.images // self.batch
+
+
+# -- data and the per-sample work ----------------------------------------------------------
+def _picture(generator: np.random.Generator, height: int, width: int) -> Any:
+    """A photo-like RGB image: a colour gradient, smooth blobs and fine noise."""
+    from PIL import Image
+
+    rows = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None, None]
+    columns = np.linspace(0.0, 1.0, width, dtype=np.float32)[None, :, None]
+    base = generator.uniform(50, 200, 3).astype(np.float32)
+    slopes = generator.uniform(-80, 80, (2, 3)).astype(np.float32)
+    pixels = base + rows * slopes[0] + columns * slopes[1]
+    coarse = generator.integers(0, 256, (height // 24 + 2, width // 24 + 2, 3), dtype=np.uint8)
+    blobs = Image.fromarray(coarse).resize((width, height), Image.Resampling.BICUBIC)
+    pixels += (np.asarray(blobs, np.float32) - 128.0) * 0.5
+    grain = generator.uniform(6.0, 16.0)  # sensor noise: sets the file size, 50-90 KB
+    pixels += generator.standard_normal((height, width, 3), dtype=np.float32) * grain
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+@functools.lru_cache(maxsize=2)
+def make_jpegs(count: int, height: int, width: int, quality: int) -> tuple[bytes, ...]:
+    """The dataset: ``count`` JPEG files as bytes (deterministic)."""
+    generator = np.random.default_rng(SEED)
+    out = []
+    for _ in range(count):
+        buffer = io.BytesIO()
+        _picture(generator, height, width).save(buffer, "JPEG", quality=quality)
+        out.append(buffer.getvalue())
+    return tuple(out)
+
+
+def jpegs_of(cfg: W5Config) -> tuple[bytes, ...]:
+    return make_jpegs(cfg.images, cfg.source_height, cfg.source_width, cfg.quality)
+
+
+def decode(data: bytes, size: int = 224) -> np.ndarray[Any, Any]:
+    """JPEG bytes to normalised float32 ``[3, size, size]`` (the per-sample work)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        image.load()
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        resized = image.resize((size, size), Image.Resampling.BILINEAR)
+    pixels = np.asarray(resized).reshape(size, 3 * size)
+    return rgb8_to_planar(pixels, size, MEAN, STD)
+
+
+def decode_sample(item: tuple[bytes, int], rng: SampleRng | None = None) -> ImageSample:
+    """``(jpeg, label)`` to an ``ImageSample`` (aioloader's transform; ``rng`` unused)."""
+    return ImageSample(decode(item[0]), (), item[1])
+
+
+def items_of(jpegs: tuple[bytes, ...]) -> list[tuple[bytes, int]]:
+    return [(data, index % 10) for index, data in enumerate(jpegs)]
+
+
+def to_arrays(batch: Any) -> dict[str, np.ndarray[Any, Any]]:
+    """Any port's batch as numpy arrays (copies)."""
+    if isinstance(batch, ImageBatch):
+        return {name: np.array(getattr(batch, name)) for name in FIELDS}
+    return {name: np.array(np.asarray(batch[name])) for name in FIELDS}
+
+
+class StepBuilder:
+    """``g -> batch``: plan, decode every sample, collate (picklable with its data)."""
+
+    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], detach: bool) -> None:
+        self.cfg, self.items, self.detach = cfg, items, detach
+        self._setup()
+
+    def _setup(self) -> None:
+        self.sampler = ShuffledSampler(self.cfg.images, self.cfg.batch)
+        self.collator = ImageBatchCollator()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"cfg": self.cfg, "items": self.items, "detach": self.detach}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.cfg, self.items, self.detach = state["cfg"], state["items"], state["detach"]
+        self._setup()
+
+    def __call__(self, g: int) -> Any:
+        plan = plan_batch(self.sampler, SEED, g)
+        samples = [decode_sample(self.items[i]) for i in plan.indices.tolist()]
+        batch = self.collator(samples, plan)
+        if not self.detach:
+            return batch
+        return {name: getattr(batch, name) for name in FIELDS}
+
+
+# -- the systems ------------------------------------------------------------------------
+class W5System(System):
+    """A W5 port; ``measure`` returns images per second."""
+
+    def measure(self, warm: int, count: int) -> float:
+        return super().measure(warm, count) * self.batch_size
+
+    batch_size = 64
+
+
+class PlainLoop(W5System):
+    group = "hand-written"
+    name = "plain Python loop (1 thread)"
+    note = "for each step: decode every sample in a list comprehension, np.stack"
+
+    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]]) -> None:
+        self.cfg, self.items, self.batch_size = cfg, items, cfg.batch
+        self.sampler = ShuffledSampler(cfg.images, cfg.batch)
+
+    def step(self, g: int) -> dict[str, np.ndarray[Any, Any]]:
+        epoch, step = divmod(g, self.cfg.steps_per_epoch)
+        order = self.sampler.indices(SEED, epoch, step).tolist()
+        return {
+            "images": np.stack([decode(self.items[i][0]) for i in order]),
+            "labels": np.array([self.items[i][1] for i in order], np.int32),
+            "indices": np.array(order, np.int32),
+        }
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield (self.step(g) for g in range(stop))
+
+
+class Aioloader(W5System):
+    group = "aioloader"
+
+    def __init__(
+        self,
+        cfg: W5Config,
+        items: list[tuple[bytes, int]],
+        workers: int,
+        executor: str | None = None,
+    ) -> None:
+        from aioloader.testing import MemoryDataset
+
+        self.cfg, self.workers, self.executor = cfg, workers, executor
+        self.batch_size = cfg.batch
+        self.dataset = MemoryDataset(items)
+        kind = "processes" if executor == "process" else "workers"
+        self.name = f"aioloader {kind}={workers}"
+        extra = f", executor={executor!r}" if executor else ""
+        self.note = (
+            f"DataLoader(transform=decode, workers={workers}{extra}, prefetch={cfg.prefetch}), "
+            "async for, asyncio"
+        )
+
+    def _loader(self) -> Any:
+        from aioloader import DataLoader
+
+        options: dict[str, Any] = {"executor": self.executor} if self.executor else {}
+        return DataLoader(
+            self.dataset,
+            ShuffledSampler(self.cfg.images, self.cfg.batch),
+            ImageBatchCollator(),
+            seed=SEED,
+            transform=decode_sample,
+            workers=self.workers,
+            prefetch=self.cfg.prefetch,
+            **options,
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import anyio
+
+        collected: list[Any] = []
+
+        async def consume() -> None:
+            async with self._loader().stream(0, stop) as stream:
+                async for batch in stream:
+                    collected.append(batch)
+
+        anyio.run(consume)
+        yield iter(collected)
+
+    def measure(self, warm: int, count: int) -> float:
+        import time
+
+        import anyio
+
+        async def consume() -> float:
+            seen, started = 0, 0.0
+            async with self._loader().stream(0, warm + count) as stream:
+                async for batch in stream:
+                    if seen == warm:
+                        started = time.perf_counter()
+                    batch.release()
+                    seen += 1
+                ended = time.perf_counter()
+            return count * self.batch_size / (ended - started)
+
+        return float(anyio.run(consume))
+
+
+class TorchDataset:
+    """Map-style dataset keyed by ``(g, index)`` that decodes in ``__getitem__``."""
+
+    def __init__(self, items: list[tuple[bytes, int]]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[tuple[int, int], ImageSample]:
+        return key, decode_sample(self.items[key[1]])
+
+
+class TorchBatchSampler:
+    """Our sampler's indices, step by step, as torch batch-sampler index lists."""
+
+    def __init__(self, cfg: W5Config, stop: int) -> None:
+        self.sampler = ShuffledSampler(cfg.images, cfg.batch)
+        self.stop = stop
+
+    def __len__(self) -> int:
+        return self.stop
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        steps = self.sampler.steps_per_epoch
+        for g in range(self.stop):
+            epoch, step = divmod(g, steps)
+            yield [(g, i) for i in self.sampler.indices(SEED, epoch, step).tolist()]
+
+
+class TorchCollate:
+    """Our collator as ``collate_fn``; out of a worker, the batch leaves as shared tensors."""
+
+    def __init__(self, cfg: W5Config, shared: bool) -> None:
+        self.cfg, self.shared = cfg, shared
+        self.collator = ImageBatchCollator()
+
+    def __call__(self, items: list[tuple[tuple[int, int], ImageSample]]) -> Any:
+        g = items[0][0][0]
+        epoch, step = divmod(g, self.cfg.steps_per_epoch)
+        indices = np.array([key[1] for key, _ in items], dtype=np.int64)
+        batch = self.collator([s for _, s in items], BatchPlan(SEED, g, epoch, step, indices))
+        if not self.shared:
+            return batch
+        import torch
+
+        with batch:
+            return {name: torch.from_numpy(np.array(getattr(batch, name))) for name in FIELDS}
+
+
+class Torch(W5System):
+    group = "torch"
+
+    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], workers: int) -> None:
+        self.cfg, self.items, self.workers, self.batch_size = cfg, items, workers, cfg.batch
+        self.name = f"torch DataLoader num_workers={workers}"
+        self.note = (
+            f"torch.utils.data.DataLoader(num_workers={workers}"
+            + (", prefetch_factor=4" if workers else "")
+            + "), dataset decodes, our sampler order and collator as collate_fn"
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import torch.utils.data
+
+        loader = torch.utils.data.DataLoader(
+            TorchDataset(self.items),  # type: ignore[arg-type]
+            batch_sampler=TorchBatchSampler(self.cfg, stop),
+            collate_fn=TorchCollate(self.cfg, shared=self.workers > 0),
+            num_workers=self.workers,
+            prefetch_factor=4 if self.workers else None,
+        )
+        iterator = iter(loader)
+        try:
+            yield iterator
+        finally:
+            del iterator
+
+
+class Spdl(W5System):
+    group = "spdl"
+
+    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], threads: int) -> None:
+        self.build = StepBuilder(cfg, items, detach=False)
+        self.threads, self.batch_size = threads, cfg.batch
+        self.name = f"SPDL pipeline {threads} threads"
+        self.note = (
+            f"PipelineBuilder: source(steps) -> pipe(build_step, concurrency={threads}, "
+            f"output_order='input') -> sink(4), build(num_threads={threads})"
+        )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        from spdl.pipeline import PipelineBuilder
+
+        pipeline = (
+            PipelineBuilder()
+            .add_source(range(stop))
+            .pipe(self.build, concurrency=self.threads, output_order="input")
+            .add_sink(4)
+            .build(num_threads=self.threads)
+        )
+        with pipeline.auto_stop():
+            yield pipeline.get_iterator()
+
+
+class Grain(W5System):
+    group = "grain"
+
+    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], processes: bool) -> None:
+        self.cfg, self.processes, self.batch_size = cfg, processes, cfg.batch
+        self.build = StepBuilder(cfg, items, detach=processes)
+        if processes:
+            self.name = "Grain mp_prefetch 2 processes"
+            self.note = (
+                "MapDataset.source(steps).map(build_step).to_iter_dataset()"
+                ".mp_prefetch(MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2))"
+            )
+        else:
+            self.name = "Grain 2 threads"
+            self.note = (
+                "MapDataset.source(steps).map(build_step)"
+                ".to_iter_dataset(ReadOptions(num_threads=2, prefetch_buffer_size=4))"
+            )
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        import grain
+        from absl import flags
+
+        if not flags.FLAGS.is_parsed():
+            flags.FLAGS.mark_as_parsed()
+        dataset = grain.MapDataset.source(range(stop)).map(self.build)
+        if self.processes:
+            iterable = dataset.to_iter_dataset(
+                grain.ReadOptions(num_threads=1, prefetch_buffer_size=1)
+            ).mp_prefetch(grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2))
+        else:
+            iterable = dataset.to_iter_dataset(
+                grain.ReadOptions(num_threads=2, prefetch_buffer_size=self.cfg.prefetch)
+            )
+        iterator = iter(iterable)
+        try:
+            yield iterator
+        finally:
+            close = getattr(iterator, "close", None)
+            if callable(close):
+                close()
+            del iterator
+
+
+# -- rows, verification and cases --------------------------------------------------------
+def process_rows(cfg: W5Config, items: list[tuple[bytes, int]]) -> list[System]:
+    """HOOK for the lead: "aioloader processes=2", once ``DataLoader`` takes ``executor``.
+
+    Until the process executor is merged the row is left out (and the log says so); after
+    the merge it appears by itself if the keyword is ``executor="process"``; adjust here
+    if the executor's API differs.
+    """
+    from aioloader import DataLoader
+
+    if "executor" not in inspect.signature(DataLoader).parameters:
+        return []
+    return [Aioloader(cfg, items, 2, executor="process")]
+
+
+def systems(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], None]) -> Any:
+    found: list[System] = [PlainLoop(cfg, items)]
+    found += [Aioloader(cfg, items, w) for w in (0, 1, 2)]
+    processes = process_rows(cfg, items)
+    if not processes:
+        log("  W5: DataLoader has no executor= yet; the 'aioloader processes=2' row is left out")
+    found += processes
+    spawn = (False, True) if cfg.processes else (False,)
+    optional: list[tuple[str, Callable[[], list[System]]]] = [
+        ("torch", lambda: [Torch(cfg, items, w) for w in ((0, 1, 2) if cfg.processes else (0,))]),
+        ("spdl", lambda: [Spdl(cfg, items, 2)]),
+        ("grain", lambda: [Grain(cfg, items, p) for p in spawn]),
+    ]
+    for module, build in optional:
+        try:
+            __import__(module)
+        except ImportError as error:
+            log(f"  W5: {module} is not installed ({error}); its rows are left out")
+            continue
+        found += build()
+    return found
+
+
+def cases(cfg: W5Config, log: Callable[[str], None]) -> list[Case]:
+    """Build, verify and wrap every W5 port as a ``Case`` (images/s)."""
+    jpegs = jpegs_of(cfg)
+    sizes = [len(data) for data in jpegs]
+    log(
+        f"  W5: {len(jpegs)} JPEGs, {min(sizes) / 1e3:.0f}-{max(sizes) / 1e3:.0f} KB "
+        f"(mean {sum(sizes) / len(sizes) / 1e3:.0f} KB)"
+    )
+    items = items_of(jpegs)
+    found = systems(cfg, items, log)
+    verify(found, cfg, log)
+    facts = {"mean JPEG size (KB)": round(sum(sizes) / len(sizes) / 1e3, 1)}
+    return [
+        Case(
+            workload="W5",
+            system=system.name,
+            metric="images/s",
+            measure=functools.partial(system.measure, cfg.warm, cfg.count),
+            baseline=isinstance(system, PlainLoop),
+            group=system.group,
+            note=system.note,
+            facts=dict(facts),
+        )
+        for system in found
+    ]
+
+
+def verify(found: list[System], cfg: W5Config, log: Callable[[str], None]) -> None:
+    """Every port gives the plain loop's batches, bit for bit (images, labels, indices)."""
+    expected: list[dict[str, np.ndarray[Any, Any]]] = []
+    for system in found:
+        got = []
+        with system.batches(cfg.verify) as batches:
+            for batch in batches:
+                got.append(to_arrays(batch))
+                release(batch)
+        if not expected:
+            expected = got
+            continue
+        if len(got) != len(expected):
+            raise AssertionError(f"{system.name}: {len(got)} batches, expected {len(expected)}")
+        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+            for name in FIELDS:
+                a, b = mine[name], theirs[name]
+                if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
+                    raise AssertionError(f"{system.name}: step {step} {name} differs")
+        log(f"  W5 {system.name}: {len(got)} batches bit-identical")
