@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ def test_window_of_every_shard_is_one_shuffle_and_one_shard_windows_stay_in_shar
     assert sorted(_epoch(whole, 1, 0)) == list(range(21))
     single = BlockShuffledSampler(sizes, 1, window=1)
     shards = shard_ids_of(_epoch(single, 1, 0), sizes).tolist()
-    runs = [shards[0]] + [b for a, b in zip(shards, shards[1:], strict=False) if a != b]
+    runs = [shards[0]] + [b for a, b in itertools.pairwise(shards) if a != b]
     assert sorted(runs) == [0, 2, 3]  # each shard read in one run
 
 
@@ -158,7 +159,8 @@ def test_shuffle_quality_against_the_global_shuffle() -> None:
     print("same-shard neighbours", same)
     print("shards per batch", per_batch)
     print("neighbour shard-id correlation", correlation)
-    assert same["window 1"] == 1.0 and per_batch["window 1"] == 1.0
+    assert same["window 1"] == 1.0
+    assert per_batch["window 1"] == 1.0
     assert same["global"] == pytest.approx(1 / 64, abs=0.01)
     assert same["window 4"] == pytest.approx(1 / 4, abs=0.03)
     assert same["window 16"] == pytest.approx(1 / 16, abs=0.01)
@@ -195,4 +197,5 @@ def test_bad_positions_and_repr() -> None:
     with pytest.raises(ValueError, match="seed must be an integer"):
         sampler.indices(-1, 0, 0)
     empty = BlockShuffledSampler([1, 1], 3)
-    assert empty.steps_per_epoch == 0 and empty.batch_sizes == frozenset()
+    assert empty.steps_per_epoch == 0
+    assert empty.batch_sizes == frozenset()
