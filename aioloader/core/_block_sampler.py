@@ -225,7 +225,8 @@ class BlockShuffledSampler:
 def shard_ids_of(indices: Any, shard_sizes: Sequence[int]) -> IndexArray:
     """The shard of every global index, for shards laid out as ``BlockShuffledSampler``'s."""
     bounds = np.cumsum(np.asarray(shard_sizes, dtype=np.int64))
-    return cast(IndexArray, np.searchsorted(bounds, np.asarray(indices), side="right"))
+    shards: IndexArray = np.searchsorted(bounds, np.asarray(indices), side="right")
+    return shards
 
 
 __all__ = [
