@@ -103,8 +103,23 @@ async def test_shards_in_s3_give_the_original_samples(s3_server: S3Info, s3_pref
     assert await source.get_samples(list(range(18))) == want
     after = source.statistics()
     assert after is not None
-    assert after.requests - before.requests == 18  # one ranged GET per sample
+    assert after.requests - before.requests == 2  # one coalesced ranged GET per shard
     assert await source.get_sample(10) == want[10]
+    single = TarShards(keys, store, coalesce_gap=0)  # tar headers lie between samples
+    before = single.statistics()
+    assert before is not None
+    assert await single.get_samples([0, 2, 4, 9, 3]) == [want[i] for i in (0, 2, 4, 9, 3)]
+    after = single.statistics()
+    assert after is not None
+    assert after.requests - before.requests == 5  # one ranged GET per sample
+    capped = TarShards(keys, store, max_request_bytes=20_000)
+    before = capped.statistics()
+    assert before is not None
+    assert await capped.get_samples(list(range(18))) == want
+    after = capped.statistics()
+    assert after is not None
+    assert after.requests - before.requests == 5  # ranges of at most 20,000 bytes
+    assert after.bytes_read - before.bytes_read == 80300  # the headers between them skipped
 
 
 def test_index_is_saved_reused_and_rebuilt_when_the_shard_changes(tmp_path: Path) -> None:
