@@ -48,7 +48,10 @@ TarSample = dict[str, Any]
 """``{"__key__": str, field: bytes, ...}``."""
 
 LOCAL_WINDOW = 64 * 1024
-REMOTE_WINDOW = 1024 * 1024
+REMOTE_CHUNK = 4 << 20
+"""Bytes per ranged GET while indexing a shard in an object store."""
+REMOTE_AHEAD = 4
+"""Chunks of one shard fetched in parallel ahead of the header scan."""
 
 
 def decode_tar_sample(sample: TarSample, index: int) -> TarSample:
@@ -83,7 +86,9 @@ def _pread_exact(path: str, start: int, end: int) -> bytes:
 class TarShards(Generic[SampleT]):
     """Samples from WebDataset tar shards on a local disk or in an obstore store.
 
-    Indices are built (or loaded) here, blocking, several shards at a time.
+    Indices are built (or loaded) here, blocking, ``index_threads`` shards at a time; a
+    shard in an object store is read in chunks of 4 MiB, four of them in flight ahead of
+    the header scan.
 
     Args:
         shards: Local paths (``store`` is None) or object keys, in order; sample indices
@@ -187,8 +192,14 @@ class TarShards(Generic[SampleT]):
         )
         self._threads = PerLoop(lambda: anyio.CapacityLimiter(max_concurrency))
         self.index_dir = None if index_dir is None else Path(index_dir)
-        with ThreadPoolExecutor(min(index_threads, len(names))) as pool:
+        shard_threads = min(index_threads, len(names))
+        with (
+            ThreadPoolExecutor(shard_threads) as pool,
+            ThreadPoolExecutor(shard_threads * max(1, REMOTE_AHEAD)) as chunk_pool,
+        ):
+            self._chunk_pool = chunk_pool
             self.indices: tuple[ShardIndex, ...] = tuple(pool.map(self._index, names))
+        del self._chunk_pool
         starts = [0]
         for index in self.indices:
             starts.append(starts[-1] + len(index.samples))
@@ -220,14 +231,19 @@ class TarShards(Generic[SampleT]):
             def fetch(start: int, end: int) -> bytes:
                 return reader.read_sync(shard, start, end)
 
-            window = REMOTE_WINDOW
+            window = REMOTE_CHUNK
         saved = None
         if self.index_dir is not None:
             saved = self.index_dir / index_json_name(shard, identity)
             loaded = load_index(saved, shard, size, tag)
             if loaded is not None:
                 return loaded
-        index = build_index(fetch, size, tag, shard, window)
+        if self.reader is None:
+            index = build_index(fetch, size, tag, shard, window)
+        else:  # chunks fetched ahead, in parallel: about one latency per shard, not per MiB
+            index = build_index(
+                fetch, size, tag, shard, window, pool=self._chunk_pool, ahead=REMOTE_AHEAD
+            )
         if saved is not None:
             save_index(saved, index)
         return index
