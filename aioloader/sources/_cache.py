@@ -20,22 +20,21 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import anyio
 
-from ..core._check import as_int, u64
+from ..core._check import as_int
 from ._coalesce import ByteRange, check_coalescing, coalesce
 from ._concurrency import gather_ordered
+from ._known_future import NEVER, KnownFuture, check_sampler
 
 __all__ = ("CacheStatistics", "KnownFutureCache", "RangeSource")
 
 Policy = Literal["belady", "lru"]
-NEVER = 1 << 62
-"""Next use of an entry that the known future does not read again."""
 
 
 class RangeSource(Protocol):
@@ -171,19 +170,9 @@ class KnownFutureCache:
         self._evicted_bytes = self._evictions = 0
         self._prefetched = self._prefetch_hits = self._matched = 0
         self._lead_total = 0.0
-        self._horizon = 0
-        self._reset_plan(None, 0, 0)
+        self._future: KnownFuture | None = None
 
     # -- the plan ---------------------------------------------------------------------
-
-    def _reset_plan(self, sampler: Any, seed: int, start_step: int) -> None:
-        self._sampler = sampler
-        self._seed = seed
-        self._cursor = self._planned_until = start_step
-        self._consumed: set[int] = set()
-        self._future: dict[int, deque[int]] = {}
-        self._by_hash: dict[int, list[int]] = {}
-        self._memo: dict[int, list[int]] = {}
 
     def bind(self, source: RangeSource) -> None:
         """Serve ``source`` (done by ``TarShards(..., cache=cache)``); one source per cache."""
@@ -198,98 +187,24 @@ class KnownFutureCache:
         entries already held are kept. ``sampler`` is the one the loader uses (a
         ``RankSlice`` on a rank), with the loader's ``seed``.
         """
-        if not callable(getattr(sampler, "indices", None)) or not hasattr(
-            sampler, "steps_per_epoch"
-        ):
-            raise TypeError(
-                "sampler must have steps_per_epoch and indices(seed, epoch, step) "
-                f"but got {type(sampler).__name__}"
-            )
-        if sampler.steps_per_epoch < 1:
-            raise ValueError(f"sampler has steps_per_epoch = {sampler.steps_per_epoch}")
-        self._reset_plan(sampler, u64("seed", seed), u64("start_step", start_step))
-        self._horizon = (
+        check_sampler(sampler)
+        horizon = (
             self.horizon_steps
             if self.horizon_steps is not None
             else int(sampler.steps_per_epoch) + self.lookahead_steps
         )
+        self._future = None
+        self._future = KnownFuture(
+            sampler, seed, start_step, horizon, max(256, 4 * self.lookahead_steps), self._changed
+        )
         self._rebuild_heap()
-        self._extend()
 
-    def _step_indices(self, step: int) -> list[int]:
-        memo = self._memo.get(step)
-        if memo is None:
-            epoch, in_epoch = divmod(step, int(self._sampler.steps_per_epoch))
-            memo = [int(i) for i in self._sampler.indices(self._seed, epoch, in_epoch).tolist()]
-            if len(self._memo) > 4 * self._slack():
-                self._memo.clear()
-            self._memo[step] = memo
-        return memo
-
-    def _slack(self) -> int:
-        return max(256, 4 * self.lookahead_steps)
-
-    def _extend(self) -> None:
-        target = self._cursor + self._horizon
-        while self._planned_until < target:
-            step = self._planned_until
-            indices = self._step_indices(step)
-            for unit in dict.fromkeys(indices):
-                uses = self._future.get(unit)
-                if uses is None:
-                    uses = self._future[unit] = deque()
-                    if unit in self._entries:
-                        uses.append(step)
-                        self._push(unit)
-                        continue
-                uses.append(step)
-            self._by_hash.setdefault(hash(tuple(indices)), []).append(step)
-            self._planned_until += 1
-            self._memo.pop(step, None)
-
-    def _match(self, indices: Sequence[int]) -> int | None:
-        steps = self._by_hash.get(hash(tuple(indices)))
-        if not steps:
-            return None
-        wanted = [int(i) for i in indices]
-        for step in steps:
-            if step not in self._consumed and self._step_indices(step) == wanted:
-                return step
-        return None
-
-    def _consume(self, step: int) -> None:
-        self._retire(step)
-        self._consumed.add(step)
-        for stale in range(self._cursor, step - self._slack()):
-            if stale not in self._consumed:  # never asked for: it will not come any more
-                self._retire(stale)
-                self._consumed.add(stale)
-        while self._cursor in self._consumed:
-            self._consumed.discard(self._cursor)
-            self._cursor += 1
-        self._extend()
-
-    def _retire(self, step: int) -> None:
-        """Forget the uses of ``step`` (it was read, or will never be)."""
-        indices = self._step_indices(step)
-        for unit in dict.fromkeys(indices):
-            uses = self._future.get(unit)
-            if uses is not None and step in uses:
-                uses.remove(step)
-                if not uses:
-                    del self._future[unit]
-                if unit in self._entries:
-                    self._push(unit)
-        steps = self._by_hash.get(hash(tuple(indices)))
-        if steps is not None and step in steps:
-            steps.remove(step)
-            if not steps:
-                del self._by_hash[hash(tuple(indices))]
-        self._memo.pop(step, None)
+    def _changed(self, unit: int) -> None:
+        if unit in self._entries:
+            self._push(unit)
 
     def _next_use(self, unit: int) -> int:
-        uses = self._future.get(unit)
-        return uses[0] if uses else NEVER
+        return NEVER if self._future is None else self._future.next_use(unit)
 
     # -- entries ----------------------------------------------------------------------
 
@@ -333,7 +248,7 @@ class KnownFutureCache:
         size = len(data)
         if size > self.max_bytes:
             return False
-        if self.policy == "belady" and self._sampler is not None:
+        if self.policy == "belady" and self._future is not None:
             wanted = self._next_use(unit)
             while self._bytes + size > self.max_bytes:
                 victim = self._furthest()
@@ -359,10 +274,11 @@ class KnownFutureCache:
         source = self._source
         if source is None:
             raise RuntimeError("KnownFutureCache is not bound to a source (pass it as cache=)")
-        step = self._match(indices) if self._sampler is not None else None
-        if step is not None:
+        future = self._future
+        step = None if future is None else future.match(indices)
+        if future is not None and step is not None:
             self._matched += 1
-            self._consume(step)
+            future.consume(step)
         found: dict[int, bytes] = {}
         waits: dict[int, _Pending] = {}
         need: list[int] = []
@@ -383,7 +299,11 @@ class KnownFutureCache:
             else:
                 self._misses += 1
                 need.append(unit)
-        ahead = self._ahead_of(step, found, waits, need) if step is not None else []
+        ahead = (
+            []
+            if future is None or step is None
+            else self._ahead_of(future, step, found, waits, need)
+        )
         if need or ahead:
             await self._fetch(source, need, ahead, found)
         for unit, pending in waits.items():
@@ -395,13 +315,18 @@ class KnownFutureCache:
         return [found[int(i)] for i in indices]
 
     def _ahead_of(
-        self, step: int, found: dict[int, bytes], waits: dict[int, _Pending], need: list[int]
+        self,
+        future: KnownFuture,
+        step: int,
+        found: dict[int, bytes],
+        waits: dict[int, _Pending],
+        need: list[int],
     ) -> list[int]:
         chosen: dict[int, None] = {}
         taken = set(need)
-        last = min(step + 1 + self.lookahead_steps, self._planned_until)
+        last = min(step + 1 + self.lookahead_steps, future.planned_until)
         for later in range(step + 1, last):
-            for unit in self._step_indices(later):
+            for unit in future.step_indices(later):
                 if (
                     unit not in self._entries
                     and unit not in self._pending
@@ -433,11 +358,13 @@ class KnownFutureCache:
             data = await source.read_range(key, start, end)
             self._requests += 1
             self._fetched += len(data)
-            self._deliver(source, byte_range, data, owned, demanded, found)
+            self._deliver(source, byte_range, data, owned, demanded, found, arrived)
 
+        arrived: list[tuple[int, bytes]] = []
         try:
             await gather_ordered(read_range, ranges)
         finally:
+            self._keep(arrived, owned, demanded)
             for unit, pending in owned.items():
                 if self._pending.get(unit) is pending:
                     del self._pending[unit]
@@ -451,32 +378,39 @@ class KnownFutureCache:
         owned: dict[int, _Pending],
         demanded: set[int],
         found: dict[int, bytes],
+        arrived: list[tuple[int, bytes]],
     ) -> None:
+        """Hand a range's samples to their readers; they are offered to the cache later."""
         key, start, end = byte_range
-        pieces = []
         for unit in source.indices_within(key, start, end):
             _, begin, stop = source.span_of(unit)
             if begin == stop:
                 continue
-            pieces.append((self._next_use(unit), unit, data[begin - start : stop - start]))
-        pieces.sort(key=lambda piece: piece[0])  # the soonest needed get a place first
-        now = time.monotonic()
-        for _, unit, piece in pieces:
+            piece = data[begin - start : stop - start]
             pending = owned.get(unit)
             if pending is not None:
                 pending.data = piece
                 pending.event.set()
                 if unit in demanded:
                     found[unit] = piece
-                    self._admit(unit, piece, optional=False)
-                elif self._admit(unit, piece, optional=False):
-                    self._prefetched += 1
-                    self._arrived[unit] = now
-            elif (
-                unit not in self._entries
-                and unit not in self._pending
-                and self._admit(unit, piece, optional=True)
-            ):
+            arrived.append((unit, piece))
+
+    def _keep(
+        self, arrived: list[tuple[int, bytes]], owned: dict[int, _Pending], demanded: set[int]
+    ) -> None:
+        """Offer what a read brought to the cache: soonest needed first, whatever the timing."""
+        now = time.monotonic()
+        arrived.sort(key=lambda item: (self._next_use(item[0]), item[0]))
+        for unit, piece in arrived:
+            if unit in self._entries:
+                continue
+            if unit in owned:
+                kept = self._admit(unit, piece, optional=False)
+            elif unit in self._pending:
+                continue  # another read carries it and will offer it
+            else:
+                kept = self._admit(unit, piece, optional=True)
+            if kept and unit not in demanded:
                 self._prefetched += 1
                 self._arrived[unit] = now
 
