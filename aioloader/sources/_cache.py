@@ -126,6 +126,9 @@ class KnownFutureCache:
             per step of the horizon.
         coalesce_gap: Ranges of one object closer than this many bytes are read together.
         max_request_bytes: Largest coalesced read.
+        fill_steps: A read grows over the neighbouring samples of its shard that steps up
+            to this many ahead will read (default ``4 * lookahead_steps``): a shard that
+            the next steps read densely, as under a block shuffle, costs one GET.
     """
 
     def __init__(
@@ -137,6 +140,7 @@ class KnownFutureCache:
         horizon_steps: int | None = None,
         coalesce_gap: int = 1 << 20,
         max_request_bytes: int = 64 << 20,
+        fill_steps: int | None = None,
     ) -> None:
         self.max_bytes = as_int("max_bytes", max_bytes)
         if self.max_bytes < 1:
@@ -154,6 +158,11 @@ class KnownFutureCache:
             if horizon_steps < 1:
                 raise ValueError(f"horizon_steps must be an integer >= 1 but got {horizon_steps}")
         self.horizon_steps = horizon_steps
+        if fill_steps is not None:
+            fill_steps = as_int("fill_steps", fill_steps)
+            if fill_steps < 0:
+                raise ValueError(f"fill_steps must be an integer >= 0 but got {fill_steps}")
+        self.fill_steps = 4 * self.lookahead_steps if fill_steps is None else fill_steps
         self.coalesce_gap, self.max_request_bytes = check_coalescing(
             coalesce_gap, max_request_bytes
         )
@@ -305,11 +314,11 @@ class KnownFutureCache:
             else self._ahead_of(future, step, found, waits, need)
         )
         if need or ahead:
-            await self._fetch(source, need, ahead, found)
+            await self._fetch(source, need, ahead, found, step)
         for unit, pending in waits.items():
             await pending.event.wait()
             if pending.data is None:  # the read that carried it failed: read it here
-                await self._fetch(source, [unit], [], found)
+                await self._fetch(source, [unit], [], found, None)
             else:
                 found[unit] = pending.data
         return [found[int(i)] for i in indices]
@@ -338,7 +347,12 @@ class KnownFutureCache:
         return list(chosen)
 
     async def _fetch(
-        self, source: RangeSource, need: list[int], ahead: list[int], found: dict[int, bytes]
+        self,
+        source: RangeSource,
+        need: list[int],
+        ahead: list[int],
+        found: dict[int, bytes],
+        step: int | None,
     ) -> None:
         demanded = set(need)
         spans: list[ByteRange] = []
@@ -352,6 +366,10 @@ class KnownFutureCache:
             owned[unit] = self._pending[unit] = _Pending()
             spans.append((key, start, end))
         ranges = coalesce(spans, self.coalesce_gap, self.max_request_bytes)
+        if step is not None and self.fill_steps and self._future is not None:
+            limit = step + self.fill_steps
+            grown = [self._grow(source, byte_range, limit) for byte_range in ranges]
+            ranges = coalesce(grown, self.coalesce_gap, self.max_request_bytes)
 
         async def read_range(byte_range: ByteRange) -> None:
             key, start, end = byte_range
@@ -369,6 +387,29 @@ class KnownFutureCache:
                 if self._pending.get(unit) is pending:
                     del self._pending[unit]
                 pending.event.set()  # waiters of a failed read see data None and retry
+
+    def _grow(self, source: RangeSource, byte_range: ByteRange, limit: int) -> ByteRange:
+        """``byte_range`` grown over neighbours of its shard read by steps up to ``limit``."""
+        key, start, end = byte_range
+        inside = source.indices_within(key, start, end)
+        if not inside:
+            return byte_range
+
+        def wanted(unit: int) -> tuple[int, int] | None:
+            if not 0 <= unit < len(source) or unit in self._entries or unit in self._pending:
+                return None
+            unit_key, begin, stop = source.span_of(unit)
+            if unit_key != key or self._next_use(unit) > limit:
+                return None
+            return begin, stop
+
+        below = inside.start - 1
+        while (span := wanted(below)) is not None and end - span[0] <= self.max_request_bytes:
+            start, below = span[0], below - 1
+        above = inside.stop
+        while (span := wanted(above)) is not None and span[1] - start <= self.max_request_bytes:
+            end, above = span[1], above + 1
+        return key, start, end
 
     def _deliver(
         self,
