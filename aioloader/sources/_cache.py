@@ -18,7 +18,9 @@ recency. Entries are the byte spans of samples; ``current_bytes`` never exceeds
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -106,6 +108,34 @@ class _Pending:
     def __init__(self) -> None:
         self.event = anyio.Event()
         self.data: bytes | None = None
+
+
+class _Budget:
+    """Bytes the cache could still take for samples first needed at a given step.
+
+    A sample needed at step ``t`` can only displace entries needed after ``t``, so it fits
+    when the entries needed by ``t``, plus what this read already took, leave room for it.
+    Reads ahead and range growth stop at the first sample that would not fit: fetching it
+    would cost bytes that the cache then drops.
+    """
+
+    __slots__ = ("_held", "_limit", "_reserved", "_times")
+
+    def __init__(self, limit: int, uses: list[tuple[int, int]]) -> None:
+        uses.sort()
+        self._times = [when for when, _ in uses]
+        self._held = list(itertools.accumulate(size for _, size in uses))
+        self._limit = limit
+        self._reserved = 0
+
+    def take(self, when: int, size: int) -> bool:
+        """Reserve ``size`` bytes for a sample first needed at step ``when``, if they fit."""
+        count = bisect.bisect_right(self._times, when)
+        held = self._held[count - 1] if count else 0
+        if held + self._reserved + size > self._limit:
+            return False
+        self._reserved += size
+        return True
 
 
 class KnownFutureCache:
@@ -308,25 +338,29 @@ class KnownFutureCache:
             else:
                 self._misses += 1
                 need.append(unit)
-        ahead = (
-            []
-            if future is None or step is None
-            else self._ahead_of(future, step, found, waits, need)
-        )
+        budget = None
+        ahead: list[int] = []
+        if future is not None and step is not None:
+            budget = _Budget(
+                self.max_bytes, [(self._next_use(u), len(d)) for u, d in self._entries.items()]
+            )
+            ahead = self._ahead_of(source, future, step, budget, found, waits, need)
         if need or ahead:
-            await self._fetch(source, need, ahead, found, step)
+            await self._fetch(source, need, ahead, found, step, budget)
         for unit, pending in waits.items():
             await pending.event.wait()
             if pending.data is None:  # the read that carried it failed: read it here
-                await self._fetch(source, [unit], [], found, None)
+                await self._fetch(source, [unit], [], found, None, None)
             else:
                 found[unit] = pending.data
         return [found[int(i)] for i in indices]
 
     def _ahead_of(
         self,
+        source: RangeSource,
         future: KnownFuture,
         step: int,
+        budget: _Budget,
         found: dict[int, bytes],
         waits: dict[int, _Pending],
         need: list[int],
@@ -342,7 +376,11 @@ class KnownFutureCache:
                     and unit not in found
                     and unit not in waits
                     and unit not in taken
+                    and unit not in chosen
                 ):
+                    _, start, end = source.span_of(unit)
+                    if not budget.take(future.next_use(unit), end - start):
+                        return list(chosen)
                     chosen[unit] = None
         return list(chosen)
 
@@ -353,6 +391,7 @@ class KnownFutureCache:
         ahead: list[int],
         found: dict[int, bytes],
         step: int | None,
+        budget: _Budget | None,
     ) -> None:
         demanded = set(need)
         spans: list[ByteRange] = []
@@ -366,9 +405,9 @@ class KnownFutureCache:
             owned[unit] = self._pending[unit] = _Pending()
             spans.append((key, start, end))
         ranges = coalesce(spans, self.coalesce_gap, self.max_request_bytes)
-        if step is not None and self.fill_steps and self._future is not None:
+        if step is not None and budget is not None and self.fill_steps:
             limit = step + self.fill_steps
-            grown = [self._grow(source, byte_range, limit) for byte_range in ranges]
+            grown = [self._grow(source, byte_range, limit, budget) for byte_range in ranges]
             ranges = coalesce(grown, self.coalesce_gap, self.max_request_bytes)
 
         async def read_range(byte_range: ByteRange) -> None:
@@ -388,7 +427,9 @@ class KnownFutureCache:
                     del self._pending[unit]
                 pending.event.set()  # waiters of a failed read see data None and retry
 
-    def _grow(self, source: RangeSource, byte_range: ByteRange, limit: int) -> ByteRange:
+    def _grow(
+        self, source: RangeSource, byte_range: ByteRange, limit: int, budget: _Budget
+    ) -> ByteRange:
         """``byte_range`` grown over neighbours of its shard read by steps up to ``limit``."""
         key, start, end = byte_range
         inside = source.indices_within(key, start, end)
@@ -399,7 +440,8 @@ class KnownFutureCache:
             if not 0 <= unit < len(source) or unit in self._entries or unit in self._pending:
                 return None
             unit_key, begin, stop = source.span_of(unit)
-            if unit_key != key or self._next_use(unit) > limit:
+            when = self._next_use(unit)
+            if unit_key != key or when > limit or not budget.take(when, stop - begin):
                 return None
             return begin, stop
 

@@ -102,7 +102,7 @@ class TarShards(Generic[SampleT]):
         retries: Retry policy of the store's requests.
         index_threads: Shards indexed at the same time.
         coalesce_gap: A batch's spans of one shard closer than this many bytes are read
-            with one request.
+            with one request (the bytes between them are read and dropped).
         max_request_bytes: Largest coalesced read.
         cache: A ``KnownFutureCache`` that batches are read through (call its ``plan``
             with the loader's sampler, seed and start step).
@@ -119,7 +119,7 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None: ...
@@ -136,7 +136,7 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None: ...
@@ -152,7 +152,7 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None:
