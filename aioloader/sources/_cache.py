@@ -168,7 +168,7 @@ class KnownFutureCache:
         lookahead_steps: int = 16,
         policy: Policy = "belady",
         horizon_steps: int | None = None,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
         fill_steps: int | None = None,
     ) -> None:
