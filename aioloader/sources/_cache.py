@@ -128,14 +128,28 @@ class _Budget:
         self._limit = limit
         self._reserved = 0
 
+    def _held_by(self, when: int) -> int:
+        count = bisect.bisect_right(self._times, when)
+        return self._held[count - 1] if count else 0
+
     def take(self, when: int, size: int) -> bool:
         """Reserve ``size`` bytes for a sample first needed at step ``when``, if they fit."""
-        count = bisect.bisect_right(self._times, when)
-        held = self._held[count - 1] if count else 0
-        if held + self._reserved + size > self._limit:
-            return False
-        self._reserved += size
+        return self.take_all([(when, size)])
+
+    def take_all(self, uses: list[tuple[int, int]]) -> bool:
+        """Reserve room for every ``(when, size)``, or for none of them."""
+        reserved = self._reserved
+        for when, size in sorted(uses):
+            reserved += size
+            if self._held_by(when) + reserved > self._limit:
+                return False
+        self._reserved = reserved
         return True
+
+
+def _size(source: RangeSource, unit: int) -> int:
+    _, start, end = source.span_of(unit)
+    return end - start
 
 
 class KnownFutureCache:
@@ -365,24 +379,61 @@ class KnownFutureCache:
         waits: dict[int, _Pending],
         need: list[int],
     ) -> list[int]:
+        """Samples to read with step ``step``'s: whole runs of shards, soonest needed first.
+
+        Each sample the next ``lookahead_steps`` steps need brings the run of its shard's
+        neighbours needed within ``fill_steps`` steps (one range read). A run that does not
+        fit the budget waits for a later step, unless the next two steps need its sample.
+        """
         chosen: dict[int, None] = {}
-        taken = set(need)
+        busy = set(need) | set(found) | set(waits)
+
+        def free(unit: int) -> bool:
+            return unit not in self._entries and unit not in self._pending and unit not in busy
+
+        fill_limit = step + max(self.fill_steps, self.lookahead_steps)
         last = min(step + 1 + self.lookahead_steps, future.planned_until)
         for later in range(step + 1, last):
             for unit in future.step_indices(later):
-                if (
-                    unit not in self._entries
-                    and unit not in self._pending
-                    and unit not in found
-                    and unit not in waits
-                    and unit not in taken
-                    and unit not in chosen
-                ):
-                    _, start, end = source.span_of(unit)
-                    if not budget.take(future.next_use(unit), end - start):
-                        return list(chosen)
-                    chosen[unit] = None
+                if not free(unit) or unit in chosen:
+                    continue
+                run = self._run(source, unit, fill_limit, free, chosen)
+                uses = [(self._next_use(u), _size(source, u)) for u in run]
+                if not budget.take_all(uses):
+                    if later > step + 2:
+                        return list(chosen)  # the rest waits until the cache has room
+                    run = [unit]
+                    if not budget.take_all([(self._next_use(unit), _size(source, unit))]):
+                        continue
+                for member in run:
+                    chosen[member] = None
         return list(chosen)
+
+    def _run(
+        self,
+        source: RangeSource,
+        unit: int,
+        limit: int,
+        free: Any,
+        chosen: dict[int, None],
+    ) -> list[int]:
+        """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
+        key, start, end = source.span_of(unit)
+
+        def joins(other: int) -> tuple[int, int] | None:
+            if not 0 <= other < len(source) or not free(other) or other in chosen:
+                return None
+            other_key, begin, stop = source.span_of(other)
+            if other_key != key or self._next_use(other) > limit:
+                return None
+            return begin, stop
+
+        low = high = unit
+        while (span := joins(low - 1)) is not None and end - span[0] <= self.max_request_bytes:
+            start, low = span[0], low - 1
+        while (span := joins(high + 1)) is not None and span[1] - start <= self.max_request_bytes:
+            end, high = span[1], high + 1
+        return list(range(low, high + 1))
 
     async def _fetch(
         self,
