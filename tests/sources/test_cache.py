@@ -228,3 +228,34 @@ def test_argument_errors() -> None:
 
 def _unused(samples: Sequence[Any]) -> None:  # keeps Sequence imported for type hints
     del samples
+
+
+@pytest.mark.parametrize(
+    ("kind", "fraction", "requests", "bytes_per_epoch"),
+    [("block", 0.5, [11, 12, 7], 0.97), ("global", 0.5, [34, 33, 30], 1.06)],
+)
+def test_a_half_size_cache_reads_runs_of_shards(
+    kind: str, fraction: float, requests: list[int], bytes_per_epoch: float
+) -> None:
+    store = MemoryStore()
+    keys, want, _ = _upload(store, "")
+    probe = TarShards(keys, store)
+    data = _sample_bytes(probe)
+    cache = KnownFutureCache(int(data * fraction), lookahead_steps=4)
+    source = TarShards(keys, store, cache=cache)
+    sampler: Any = (
+        ShuffledSampler(N, 8)
+        if kind == "global"
+        else BlockShuffledSampler([PER_SHARD] * SHARDS, 8, window=2)
+    )
+    cache.plan(sampler, 2, 0)
+    steps, per_epoch = sampler.steps_per_epoch, []
+    for epoch in range(3):
+        before = cache.statistics().requests
+        got = anyio.run(_run, source, sampler, 2, range(epoch * steps, (epoch + 1) * steps))
+        assert got == _want(want, sampler, 2, range(epoch * steps, (epoch + 1) * steps))
+        per_epoch.append(cache.statistics().requests - before)
+    stats = cache.statistics()
+    assert per_epoch == requests
+    assert stats.bytes_fetched / data / 3 == pytest.approx(bytes_per_epoch, abs=0.01)
+    assert stats.peak_bytes <= stats.max_bytes
