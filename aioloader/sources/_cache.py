@@ -252,6 +252,16 @@ class KnownFutureCache:
         )
         self._rebuild_heap()
 
+    def offer(self, index: int, data: bytes) -> bool:
+        """Keep sample ``index``'s bytes if there is room (no eviction); False when full.
+
+        ``TarShards`` offers what indexing a shard read anyway, so that a first epoch after
+        building the index on the fly does not read the same bytes again.
+        """
+        if index in self._entries or self._bytes + len(data) > self.max_bytes:
+            return index in self._entries
+        return self._admit(index, data, optional=True)
+
     def _changed(self, unit: int) -> None:
         if unit in self._entries:
             self._push(unit)
