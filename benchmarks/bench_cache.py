@@ -12,8 +12,8 @@ import argparse
 from typing import Any
 
 import anyio
-import obstore
 import numpy as np
+import obstore
 from obstore.store import MemoryStore
 
 from aioloader.core import BlockShuffledSampler, ShuffledSampler
