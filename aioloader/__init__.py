@@ -27,6 +27,7 @@ from ._protocols import Dataset as Dataset
 from ._protocols import SyncDataset as SyncDataset
 from .core import BatchAugmentation as BatchAugmentation
 from .core import BatchRng as BatchRng
+from .core import BlockShuffledSampler as BlockShuffledSampler
 from .core import BucketedSampler as BucketedSampler
 from .core import BufferPool as BufferPool
 from .core import DistributedSampler as DistributedSampler
@@ -52,6 +53,8 @@ from .core import default_collate as default_collate
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
 from .engine import LoaderStatistics as LoaderStatistics
+from .sources import CacheStatistics as CacheStatistics
+from .sources import KnownFutureCache as KnownFutureCache
 from .sources import RetryPolicy as RetryPolicy
 from .sources import Stream as Stream
 from .sources import decode_bytes as decode_bytes
@@ -88,9 +91,11 @@ __all__ = (
     "BatchRng",
     "BatchStream",
     "BatchedDataset",
+    "BlockShuffledSampler",
     "BucketedSampler",
     "BufferPool",
     "BufferReleasedError",
+    "CacheStatistics",
     "CollateError",
     "Collator",
     "DataLoader",
@@ -101,6 +106,7 @@ __all__ = (
     "ImageBatchCollator",
     "ImageFolder",
     "ImageSample",
+    "KnownFutureCache",
     "LoaderClosedError",
     "LoaderStatistics",
     "LocalFiles",

@@ -21,9 +21,11 @@ TOP_LEVEL = (
     "BatchRng",
     "BatchStream",
     "BatchedDataset",
+    "BlockShuffledSampler",
     "BucketedSampler",
     "BufferPool",
     "BufferReleasedError",
+    "CacheStatistics",
     "CollateError",
     "Collator",
     "DataLoader",
@@ -34,6 +36,7 @@ TOP_LEVEL = (
     "ImageBatchCollator",
     "ImageFolder",
     "ImageSample",
+    "KnownFutureCache",
     "LoaderClosedError",
     "LoaderStatistics",
     "LocalFiles",
@@ -71,6 +74,7 @@ CORE = (
     "BatchPlan",
     "BatchRng",
     "BatchState",
+    "BlockShuffledSampler",
     "BucketedSampler",
     "BufferPool",
     "DistributedSampler",
@@ -121,6 +125,7 @@ CORE = (
 )
 
 SOURCES = (
+    "CacheStatistics",
     "FAILURE_REASONS",
     "FetchResult",
     "HttpFetchError",
@@ -130,6 +135,7 @@ SOURCES = (
     "HttpStatistics",
     "IMAGE_EXTENSIONS",
     "ImageFolder",
+    "KnownFutureCache",
     "LabeledImage",
     "LocalFiles",
     "ObjectReader",

@@ -145,6 +145,9 @@ class StreamWork(Generic[BatchT]):
                 self._read = make_batch_reader(
                     loader.dataset, self.bound, self._threads, loader.workers
                 )
+                plan_reads = getattr(loader.dataset, "plan_reads", None)
+                if callable(plan_reads):  # a source that reads ahead by the plan (a cache)
+                    plan_reads(loader.sampler, loader.seed, self._start)
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):
                         group.start_soon(self._builder)

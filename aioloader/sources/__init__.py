@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._cache import CacheStatistics as CacheStatistics
+from ._cache import KnownFutureCache as KnownFutureCache
 from ._decode import decode_bytes as decode_bytes
 from ._decode import decode_npy as decode_npy
 from ._retry import RetryPolicy as RetryPolicy
@@ -68,6 +70,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = (
+    "CacheStatistics",
     "FAILURE_REASONS",
     "FetchResult",
     "HttpFetchError",
@@ -77,6 +80,7 @@ __all__ = (
     "HttpStatistics",
     "IMAGE_EXTENSIONS",
     "ImageFolder",
+    "KnownFutureCache",
     "LabeledImage",
     "LocalFiles",
     "ObjectReader",
