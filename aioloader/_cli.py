@@ -1,4 +1,4 @@
-"""The ``aioloader`` command: ``demo``, ``digest``, ``plan``, ``tune``, ``bench``."""
+"""The ``aioloader`` command: ``demo``, ``digest``, ``plan``, ``tune``, ``bench``, ``ingest``."""
 
 from __future__ import annotations
 
@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=_positive, help="kept rounds (default 7, quick 1)")
     bench.add_argument("--output", help="directory for the results (default benchmarks/results)")
     bench.add_argument("--workloads", help="comma-separated subset of W1,W3,W4")
+    from .ingest._command import add_parser as add_ingest_parser
+
+    add_ingest_parser(commands)
     return parser
 
 
@@ -331,6 +334,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_plan(args)
     if args.command == "bench":
         return _run_bench(args)
+    if args.command == "ingest":
+        from .ingest._command import run as run_ingest
+
+        return run_ingest(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -31,6 +31,8 @@ FORBIDDEN = {
     },
     "engine": {"aioloader.sources", "aioloader.interop", "torch", "obstore", "aiofiles"},
     "sources": {"aioloader.engine", "aioloader.interop"},
+    "sinks": {"aioloader.engine", "aioloader.interop"},
+    "ingest": {"aioloader.engine", "aioloader.interop"},
 }
 
 

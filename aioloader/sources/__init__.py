@@ -2,6 +2,13 @@
 
 from ._decode import decode_bytes as decode_bytes
 from ._decode import decode_npy as decode_npy
+from ._http import HttpFetcher as HttpFetcher
+from ._http_result import FAILURE_REASONS as FAILURE_REASONS
+from ._http_result import FetchResult as FetchResult
+from ._http_result import HttpStatistics as HttpStatistics
+from ._http_source import HttpFetchError as HttpFetchError
+from ._http_source import HttpNotFoundError as HttpNotFoundError
+from ._http_source import HttpSource as HttpSource
 from ._local import LocalFiles as LocalFiles
 from ._object_store import ObjectReader as ObjectReader
 from ._object_store import ObjectStore as ObjectStore
@@ -13,6 +20,13 @@ from ._tar import TarShards as TarShards
 from ._tar import decode_tar_sample as decode_tar_sample
 
 __all__ = (
+    "FAILURE_REASONS",
+    "FetchResult",
+    "HttpFetchError",
+    "HttpFetcher",
+    "HttpNotFoundError",
+    "HttpSource",
+    "HttpStatistics",
     "LocalFiles",
     "ObjectReader",
     "ObjectStore",

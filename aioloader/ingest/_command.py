@@ -1,0 +1,193 @@
+"""``aioloader ingest INPUT OUTPUT``: the command-line face of ``ingest``.
+
+OUTPUT is a local folder, or an object store URL (``s3://bucket/prefix``, ``gs://...``,
+``az://...``, ``file:///...``, ``memory:///``) opened with obstore's ``from_url``; store
+settings (endpoint, region, credentials) come from the environment as obstore reads them,
+or from ``--store-option KEY=VALUE``. Running the same command again after it was
+interrupted (even by SIGKILL) resumes where the committed shards end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, cast
+
+__all__ = ("add_parser", "run")
+
+_STORE_SCHEMES = (
+    *("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://"),
+    *("file://", "memory://", "adl://", "azure://"),
+)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer but got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 but got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number but got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 but got {value}")
+    return value
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``ingest`` subcommand to ``subparsers`` (from ``add_subparsers``)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "ingest",
+        help="fetch a list of URLs into WebDataset tar shards (resumable exactly)",
+        description=(
+            "Fetch every URL of INPUT (a .txt file of URLs, .jsonl with a url field, or "
+            ".parquet) and write the bodies, optionally resized and re-encoded, into tar "
+            "shards in OUTPUT (a folder or an object store URL such as s3://bucket/prefix) "
+            "with a manifest. Failed inputs are recorded with their reason. Running the "
+            "same command again resumes after the last committed shard."
+        ),
+    )
+    parser.add_argument("input", help="URL list: .txt, .jsonl/.ndjson or .parquet")
+    parser.add_argument("output", help="folder, or object store URL (s3://bucket/prefix)")
+    parser.add_argument("--url-field", default="url", help="URL field of JSONL/Parquet rows")
+    parser.add_argument("--text-field", help="field written as each sample's .txt (a caption)")
+    parser.add_argument("--resize", type=_positive, metavar="N", help="target size in pixels")
+    parser.add_argument(
+        "--resize-mode",
+        choices=("border", "keep_ratio", "center_crop", "no"),
+        default="border",
+        help="how --resize fits images (default border: longer side N, padded square)",
+    )
+    parser.add_argument(
+        "--format", choices=("jpeg", "png", "webp"), help="re-encode images in this format"
+    )
+    parser.add_argument("--quality", type=_positive, default=95, help="JPEG/WebP quality")
+    parser.add_argument("--max-in-flight", type=_positive, default=256, help="requests in all")
+    parser.add_argument("--per-host", type=_positive, default=16, help="requests per host")
+    parser.add_argument("--connect-timeout", type=_seconds, default=10.0, help="seconds")
+    parser.add_argument("--read-timeout", type=_seconds, default=30.0, help="seconds")
+    parser.add_argument("--retries", type=int, default=2, help="retries of transient failures")
+    parser.add_argument(
+        "--max-body-bytes", type=_positive, default=32 * 1024 * 1024, help="largest body"
+    )
+    parser.add_argument(
+        "--content-type",
+        action="append",
+        dest="content_types",
+        metavar="TYPE",
+        help="accepted media type, 'image/' for any image (repeatable; default any)",
+    )
+    parser.add_argument("--shard-samples", type=_positive, default=10_000, help="per shard")
+    parser.add_argument("--shard-bytes", type=_positive, default=256 * 1024 * 1024)
+    parser.add_argument("--threads", type=_positive, help="image worker threads (default CPUs)")
+    parser.add_argument("--start", type=int, default=0, help="first input position")
+    parser.add_argument("--stop", type=int, help="one past the last input position")
+    parser.add_argument(
+        "--store-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="obstore setting for an object store OUTPUT (repeatable), e.g. endpoint=...",
+    )
+    parser.add_argument(
+        "--backend", choices=("asyncio", "uvloop", "trio"), default="asyncio", help="event loop"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no line per committed shard")
+    return parser
+
+
+def open_output(output: str, options: list[str]) -> tuple[str, Any]:
+    """(destination, store) for an OUTPUT argument: a folder, or a store URL."""
+    if not output.startswith(_STORE_SCHEMES):
+        if options:
+            raise ValueError("--store-option needs an object store OUTPUT (s3://...)")
+        return output, None
+    from obstore.store import from_url
+
+    settings: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--store-option must be KEY=VALUE but got {option!r}")
+        if key in ("allow_http", "timeout", "connect_timeout"):
+            client[key] = value
+        else:
+            settings[key] = value
+    if str(settings.get("endpoint", "")).startswith("http://"):
+        client.setdefault("allow_http", "true")
+    store = from_url(output, client_options=cast(Any, client or None), **settings)
+    return "", store
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``aioloader ingest`` with parsed arguments; the exit status."""
+    from ..sources._http import HttpFetcher
+    from ..sources._retry import RetryPolicy
+    from ._images import ImageOptions
+    from ._pipeline import ingest
+
+    if args.retries < 0:
+        raise ValueError(f"--retries must be >= 0 but got {args.retries}")
+    destination, store = open_output(args.output, args.store_option)
+    image = None
+    if args.resize is not None or args.format is not None:
+        image = ImageOptions(
+            size=args.resize,
+            resize_mode=args.resize_mode,
+            format=args.format,
+            quality=args.quality,
+        )
+
+    def committed(record: Any) -> None:
+        if not args.quiet:
+            span = "" if record.first is None else f" inputs {record.first}..{record.end - 1}"
+            print(
+                f"committed {record.name}:{span} {record.samples} ok, {record.failed} failed",
+                flush=True,
+            )
+
+    async def main() -> Any:
+        fetcher = HttpFetcher(
+            max_in_flight=args.max_in_flight,
+            max_per_host=args.per_host,
+            connect_timeout=args.connect_timeout,
+            read_timeout=args.read_timeout,
+            retry=RetryPolicy(max_attempts=args.retries + 1, initial_backoff=0.5),
+            max_body_bytes=args.max_body_bytes,
+            content_types=args.content_types,
+        )
+        async with fetcher:
+            return await ingest(
+                args.input,
+                destination if store is not None else args.output,
+                store=store,
+                url_field=args.url_field,
+                text_field=args.text_field,
+                image=image,
+                fetcher=fetcher,
+                reorder_window=4 * args.max_in_flight,
+                threads=args.threads,
+                shard_samples=args.shard_samples,
+                shard_bytes=args.shard_bytes,
+                start=args.start,
+                stop=args.stop,
+                progress=True,
+                on_commit=committed,
+            )
+
+    import anyio
+
+    backend = "asyncio" if args.backend == "uvloop" else args.backend
+    options = {"use_uvloop": True} if args.backend == "uvloop" else {}
+    summary = anyio.run(main, backend=backend, backend_options=options)
+    print(summary.format())
+    sys.stdout.flush()
+    return 0

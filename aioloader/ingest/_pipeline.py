@@ -1,0 +1,320 @@
+"""Ingestion: URLs in, fetched and (optionally) resized, tar shards out, resumable exactly.
+
+    summary = await ingest("urls.jsonl", "shards/", size=256, max_in_flight=256)
+
+The pipeline is a ``Stream``: inputs (from the resume point on) -> an ordered ``map`` that
+fetches and, in worker threads, decodes and resizes -> the ``TarShardWriter``. Fetches run
+concurrently and finish in any order, but the ordered map hands results on in input order
+(holding at most ``reorder_window`` of them), so every shard covers a contiguous range of
+input positions and the manifest's end is an exact checkpoint.
+
+Exactly once: each input becomes one sample (key: its position, zero-padded) or one
+failure record, in the shard that covers its position. A run killed at any moment leaves a
+manifest of complete shards covering inputs ``[start, P)``; the same call again resumes at
+``P``, overwriting what the killed run left unlisted. So the committed shards hold every
+input once: no duplicate, no gap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sized
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .._progress import Progress
+from ..sinks._manifest import FailureRecord, ShardRecord
+from ..sinks._tar_writer import TarShardWriter
+from ..sources._http import HttpFetcher
+from ..sources._http_result import FetchResult
+from ..sources._stream import Stream
+from ._images import ImageOptions, ProcessedImage, process_image
+from ._inputs import InputRecord, count_inputs, read_inputs
+from ._summary import IngestSummary
+
+__all__ = ("ingest", "ingest_sync")
+
+_EXTENSIONS = {
+    "image/jpeg": "jpg",
+    "image/png": "png",
+    "image/webp": "webp",
+    "image/gif": "gif",
+    "image/avif": "avif",
+    "image/bmp": "bmp",
+    "image/tiff": "tiff",
+}
+_CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    record: InputRecord
+    fetched: FetchResult
+    fields: dict[str, bytes] | None
+    failure: FailureRecord | None
+
+
+def _records(
+    inputs: str | os.PathLike[str] | Iterable[Any], url_field: str, start: int
+) -> Iterator[InputRecord]:
+    if isinstance(inputs, (str, os.PathLike)):
+        yield from read_inputs(inputs, url_field=url_field, start=start)
+        return
+    for position, item in enumerate(inputs):
+        if position < start:
+            continue
+        if isinstance(item, InputRecord):
+            yield InputRecord(position, item.url, item.meta)
+        elif isinstance(item, str):
+            yield InputRecord(position, item)
+        elif isinstance(item, Mapping) and isinstance(item.get(url_field), str):
+            meta = {str(k): v for k, v in item.items() if k != url_field}
+            yield InputRecord(position, item[url_field], meta)
+        else:
+            raise TypeError(
+                f"inputs[{position}] must be a URL, a mapping with a {url_field!r} str field or "
+                f"an InputRecord but got {item!r:.80}"
+            )
+
+
+async def _chunked(records: Iterator[InputRecord], stop: int | None) -> AsyncIterator[InputRecord]:
+    """The records, read ``_CHUNK`` at a time in a worker thread (file reads block)."""
+
+    def take() -> list[InputRecord]:
+        chunk = []
+        for record in records:
+            chunk.append(record)
+            if len(chunk) == _CHUNK:
+                break
+        return chunk
+
+    while True:
+        chunk = await anyio.to_thread.run_sync(take)
+        for record in chunk:
+            if stop is not None and record.position >= stop:
+                return
+            yield record
+        if len(chunk) < _CHUNK:
+            return
+
+
+def _extension(result: FetchResult) -> str:
+    known = _EXTENSIONS.get(result.content_type)
+    if known:
+        return known
+    tail = result.final_url.split("?", 1)[0].rsplit("/", 1)[-1]
+    suffix = tail.rsplit(".", 1)[-1].lower() if "." in tail else ""
+    return suffix if suffix.isalnum() and 0 < len(suffix) <= 5 else "bin"
+
+
+class _Worker:
+    """Turns one input into its outcome: fetch, then decode and resize in a thread."""
+
+    def __init__(
+        self,
+        fetcher: HttpFetcher,
+        image: ImageOptions | None,
+        text_field: str | None,
+        key_width: int,
+        threads: int,
+    ) -> None:
+        self.fetcher = fetcher
+        self.image = image
+        self.text_field = text_field
+        self.key_width = key_width
+        self._threads = threads
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def key(self, position: int) -> str:
+        return f"{position:0{self.key_width}d}"
+
+    async def __call__(self, record: InputRecord) -> _Outcome:
+        key = self.key(record.position)
+        result = await self.fetcher.fetch(record.url)
+        extra = {"url": record.url, **record.meta}
+        if result.body is None:
+            reason = str(result.reason)
+            failure = FailureRecord(record.position, reason, result.detail, key, extra)
+            return _Outcome(record, result, None, failure)
+        processed: ProcessedImage | None = None
+        if self.image is not None and self.image.touches_pixels:
+            if self._limiter is None:
+                self._limiter = anyio.CapacityLimiter(self._threads)
+            try:
+                processed = await anyio.to_thread.run_sync(
+                    process_image, result.body, self.image, limiter=self._limiter
+                )
+            except ValueError as exc:
+                failure = FailureRecord(record.position, "decode", str(exc)[:200], key, extra)
+                return _Outcome(record, result, None, failure)
+        meta: dict[str, Any] = {"key": key, "position": record.position, **extra}
+        meta.update(status=result.status, final_url=result.final_url)
+        if processed is None:
+            fields = {_extension(result): result.body}
+        else:
+            fields = {processed.extension: processed.data}
+            meta.update(
+                width=processed.width,
+                height=processed.height,
+                original_width=processed.original_width,
+                original_height=processed.original_height,
+            )
+        if self.text_field is not None and isinstance(record.meta.get(self.text_field), str):
+            fields["txt"] = str(record.meta[self.text_field]).encode("utf-8")
+        fields["json"] = json.dumps(meta, sort_keys=True, default=str).encode("utf-8")
+        return _Outcome(record, result, fields, None)
+
+
+def _describe_inputs(inputs: Any) -> str:
+    if isinstance(inputs, (str, os.PathLike)):
+        return str(Path(inputs))
+    return f"<{type(inputs).__name__}>"
+
+
+async def ingest(
+    inputs: str | os.PathLike[str] | Iterable[Any],
+    output: str | os.PathLike[str],
+    *,
+    store: Any = None,
+    url_field: str = "url",
+    text_field: str | None = None,
+    image: ImageOptions | None = None,
+    fetcher: HttpFetcher | None = None,
+    max_in_flight: int = 256,
+    max_per_host: int = 16,
+    reorder_window: int | None = None,
+    threads: int | None = None,
+    shard_samples: int = 10_000,
+    shard_bytes: int = 256 * 1024 * 1024,
+    name_pattern: str = "shard-{:06d}.tar",
+    start: int = 0,
+    stop: int | None = None,
+    key_width: int = 9,
+    resume: bool = True,
+    progress: bool = False,
+    meta: Mapping[str, Any] | None = None,
+    on_commit: Callable[[ShardRecord], None] | None = None,
+) -> IngestSummary:
+    """Fetch every input's URL and write the results to tar shards, resumable exactly.
+
+    Args:
+        inputs: A file of inputs (``.txt`` URLs, ``.jsonl``, ``.parquet``; see
+            ``read_inputs``), or an iterable of URLs, mappings or ``InputRecord``.
+        output: A local folder, or a key prefix when ``store`` is given.
+        store: An obstore store to write the shards to.
+        url_field: The URL's field in JSONL, Parquet and mapping inputs.
+        text_field: A field written as the sample's ``txt`` member (a caption).
+        image: Resize and re-encode options; None writes bodies as fetched.
+        fetcher: The ``HttpFetcher``; by default one with ``max_in_flight`` and
+            ``max_per_host`` (a given fetcher is not closed here).
+        max_in_flight: Requests in flight in all (default fetcher only).
+        max_per_host: Requests in flight per host (default fetcher only).
+        reorder_window: Inputs in flight or finished but waiting for an earlier one
+            (default ``4 * max_in_flight``).
+        threads: Worker threads for image work (default: the CPU count).
+        shard_samples: Samples per shard.
+        shard_bytes: Bytes per shard (roughly).
+        name_pattern: Shard names, formatted with the shard number.
+        start: First input position to ingest (a worker's share of a larger list).
+        stop: One past the last position to ingest (None: to the end).
+        key_width: Digits of the zero-padded position used as the sample key.
+        resume: Continue a shard set the output's manifest describes (written with the
+            same inputs and options); False refuses an output that has a manifest.
+        progress: Draw a progress bar on standard error (when it is a terminal).
+        meta: Extra facts to store in the manifest.
+        on_commit: Called with each ``ShardRecord`` once the manifest lists it.
+
+    Returns:
+        What the run did (``IngestSummary``).
+    """
+    started = time.perf_counter()
+    if stop is not None and stop < start:
+        raise ValueError(f"stop must be >= start ({start}) or None but got {stop}")
+    window = reorder_window if reorder_window is not None else 4 * max_in_flight
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"reorder_window must be an int >= 1 or None but got {window!r}")
+    options = {
+        "inputs": _describe_inputs(inputs),
+        "url_field": url_field,
+        "text_field": text_field,
+        "image": None if image is None else vars(image),
+        "start": start,
+        "stop": stop,
+        "key_width": key_width,
+        **dict(meta or {}),
+    }
+    writer = TarShardWriter(
+        output,
+        store=store,
+        max_samples=shard_samples,
+        max_bytes=shard_bytes,
+        name_pattern=name_pattern,
+        resume=resume,
+        meta=options,
+        start_position=start,
+        on_commit=on_commit,
+    )
+    resumed_from = writer.next_position
+    bytes_before = writer.manifest.total_bytes
+    bar = None
+    if progress:
+        count: int | None = None
+        if isinstance(inputs, (str, os.PathLike)):
+            count = await anyio.to_thread.run_sync(count_inputs, inputs)
+        else:
+            count = len(inputs) if isinstance(inputs, Sized) else None
+        if count is not None:
+            end = count if stop is None else min(stop, count)
+            bar = Progress(max(0, end - resumed_from), "inputs")
+    own_fetcher = fetcher is None
+    active = fetcher or HttpFetcher(max_in_flight=max_in_flight, max_per_host=max_per_host)
+    worker = _Worker(active, image, text_field, key_width, threads or os.cpu_count() or 1)
+    ok = failed = fetched = 0
+    reasons: dict[str, int] = {}
+    records = _records(inputs, url_field, resumed_from)
+    stream = Stream(_chunked(records, stop)).map(worker, concurrency=window)
+    try:
+        async with writer, stream.open() as outcomes:
+            async for outcome in outcomes:
+                if outcome.failure is not None:
+                    writer.record_failure(outcome.failure)
+                    failed += 1
+                    reasons[outcome.failure.reason] = reasons.get(outcome.failure.reason, 0) + 1
+                else:
+                    assert outcome.fields is not None
+                    key = worker.key(outcome.record.position)
+                    await writer.write(key, outcome.fields, position=outcome.record.position)
+                    ok += 1
+                fetched += len(outcome.fetched.body or b"")
+                if bar is not None:
+                    bar.advance(note=f"ok {ok:,} failed {failed:,}")
+    finally:
+        if own_fetcher:
+            await active.aclose()
+    manifest = writer.manifest
+    return IngestSummary(
+        ok=ok,
+        failed=failed,
+        failures=dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0]))),
+        resumed_from=resumed_from - start,
+        bytes_fetched=fetched,
+        bytes_written=manifest.total_bytes - bytes_before,
+        shards=len(manifest.shards),
+        seconds=time.perf_counter() - started,
+        destination=writer.destination.describe(""),
+    )
+
+
+def ingest_sync(*args: Any, backend: str = "asyncio", **kwargs: Any) -> IngestSummary:
+    """``ingest`` for synchronous callers: runs it on a fresh event loop (``backend``)."""
+
+    async def run() -> IngestSummary:
+        return await ingest(*args, **kwargs)
+
+    result: IngestSummary = anyio.run(run, backend=backend)
+    return result

@@ -1,0 +1,365 @@
+"""Write samples into WebDataset tar shards, committed whole, listed in a manifest.
+
+    async with TarShardWriter("out/", max_samples=1000) as writer:
+        await writer.write("000000", {"jpg": jpeg, "json": b"{...}"}, position=0)
+        writer.record_failure(FailureRecord(1, "status", "HTTP 404"))
+        ...
+    # out/shard-000000.tar, out/shard-000000.tar.index.json, out/manifest.json
+
+Commit order: the shard (spooled, then renamed or uploaded whole), its index, its failure
+records, and last the manifest (replaced atomically). A writer killed at any moment leaves
+a manifest that lists only complete shards; what it left half-done is ignored on restart,
+and overwritten (shards are named by their number, which restarts at the manifest's count).
+
+Input positions: ``write`` and ``record_failure`` may carry the input position of what
+they record. Positions must come in order without gaps, starting at ``next_position`` (0,
+or where the manifest a resumed writer found ends). Each shard then covers a contiguous
+range of inputs, and ``next_position`` after a restart says exactly which input comes
+next: nothing is written twice and nothing is left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import IO, Any
+
+import anyio
+
+from ..sources._tar_index import ShardIndex, TarSampleEntry
+from ._destination import Destination, make_destination
+from ._manifest import FailureRecord, Manifest, ShardRecord
+from ._tar_format import END_OF_ARCHIVE, check_field, check_key, member_header, padding
+
+__all__ = ("MANIFEST_NAME", "TarShardWriter", "WriterStatistics")
+
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class WriterStatistics:
+    """Counters of a ``TarShardWriter``.
+
+    Attributes:
+        shards: Shards committed (the manifest's count, resumed ones included).
+        samples: Samples in committed shards.
+        failed: Failure records in committed shards.
+        bytes: Bytes in committed shards.
+        pending_samples: Samples written to the shard not yet committed.
+        pending_failed: Failure records of the shard not yet committed.
+        pending_bytes: Bytes of the shard not yet committed.
+        multipart_uploads: Shards uploaded with a multipart upload.
+    """
+
+    shards: int
+    samples: int
+    failed: int
+    bytes: int
+    pending_samples: int
+    pending_failed: int
+    pending_bytes: int
+    multipart_uploads: int
+
+
+@dataclass
+class _Pending:
+    name: str
+    spool: IO[bytes]
+    first: int | None
+    size: int = 0
+    digest: Any = field(default_factory=hashlib.sha256)
+    entries: list[TarSampleEntry] = field(default_factory=list)
+    failures: list[FailureRecord] = field(default_factory=list)
+
+    def append(self, data: bytes) -> None:
+        self.spool.write(data)
+        self.digest.update(data)
+        self.size += len(data)
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int but got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1 but got {value}")
+    return value
+
+
+class TarShardWriter:
+    """Writes samples into WebDataset tar shards that ``TarShards`` reads, with a manifest.
+
+    Args:
+        destination: A local folder, or a key prefix when ``store`` is given.
+        store: An obstore store to upload shards to; None writes local files.
+        max_samples: Samples per shard; the shard is committed when it has this many.
+        max_bytes: Bytes per shard (roughly: a shard is committed before a sample would
+            take it past this size; a single sample larger than it gets a shard alone).
+        name_pattern: ``str.format`` pattern of shard names, given the shard number.
+        resume: Continue the shard set the destination's manifest describes (when it has
+            one). Without it, a destination that has a manifest is refused.
+        meta: JSON-serialisable facts stored in the manifest (the input, the options); a
+            resumed writer refuses a manifest whose facts differ.
+        part_size: Part size of multipart uploads (object stores; shards larger than this
+            are uploaded in parts).
+        upload_concurrency: Parts uploaded at once.
+        start_position: The first input position of an empty shard set (a worker that
+            ingests inputs ``[start, stop)`` of a larger list starts at ``start``).
+        on_commit: Called with each ``ShardRecord`` once the manifest lists it.
+    """
+
+    def __init__(
+        self,
+        destination: str | os.PathLike[str] | Destination,
+        *,
+        store: Any = None,
+        max_samples: int = 10_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        name_pattern: str = "shard-{:06d}.tar",
+        resume: bool = False,
+        meta: Mapping[str, Any] | None = None,
+        part_size: int = 8 * 1024 * 1024,
+        upload_concurrency: int = 8,
+        start_position: int = 0,
+        on_commit: Callable[[ShardRecord], None] | None = None,
+    ) -> None:
+        if on_commit is not None and not callable(on_commit):
+            raise TypeError(f"on_commit must be callable or None but got {on_commit!r}")
+        self.on_commit = on_commit
+        if isinstance(start_position, bool) or not isinstance(start_position, int):
+            raise TypeError(f"start_position must be an int but got {start_position!r}")
+        if start_position < 0:
+            raise ValueError(f"start_position must be >= 0 but got {start_position}")
+        self.max_samples = _positive("max_samples", max_samples)
+        self.max_bytes = _positive("max_bytes", max_bytes)
+        if not isinstance(name_pattern, str):
+            raise TypeError(f"name_pattern must be a str but got {type(name_pattern).__name__}")
+        try:
+            first_name, second_name = name_pattern.format(0), name_pattern.format(1)
+        except (IndexError, KeyError, ValueError) as exc:
+            raise ValueError(
+                f"name_pattern must format one shard number, like 'shard-{{:06d}}.tar', but "
+                f"{name_pattern!r} fails: {exc}"
+            ) from None
+        if first_name in (second_name, MANIFEST_NAME) or "/" in first_name:
+            raise ValueError(
+                "name_pattern must give each shard number its own plain name (no '/') but "
+                f"{name_pattern!r} gives {first_name!r} for shard 0"
+            )
+        self.name_pattern = name_pattern
+        options = {"part_size": part_size, "upload_concurrency": upload_concurrency}
+        self.destination = make_destination(destination, store, **options)
+        self.meta = dict(meta or {})
+        json.dumps(self.meta)  # fails early on what the manifest could not hold
+        self._manifest = self._load_manifest(bool(resume))
+        shards = self._manifest.shards
+        self._next_position = self._manifest.end if shards else start_position
+        self._tracked: bool | None = None if not shards else shards[-1].first is not None
+        self._pending: _Pending | None = None
+        self._closed = False
+        self.destination.clean_partials()
+
+    def _load_manifest(self, resume: bool) -> Manifest:
+        text = self.destination.read(MANIFEST_NAME)
+        if text is None:
+            return Manifest((), self.meta)
+        where = self.destination.describe(MANIFEST_NAME)
+        if not resume:
+            raise FileExistsError(
+                f"the destination already holds a manifest ({where}); pass resume=True to "
+                "continue it, or write to an empty destination"
+            )
+        try:
+            manifest = Manifest.from_json(text)
+        except ValueError as exc:
+            raise ValueError(f"cannot resume from {where}: {exc}") from None
+        if self.meta and dict(manifest.meta) != self.meta:
+            raise ValueError(
+                f"cannot resume from {where}: it was written with meta {dict(manifest.meta)!r} "
+                f"but this writer has {self.meta!r} (a different input or different options)"
+            )
+        return manifest
+
+    def __repr__(self) -> str:
+        return f"TarShardWriter({self.destination!r}, {len(self._manifest.shards)} shards)"
+
+    @property
+    def manifest(self) -> Manifest:
+        """The manifest as last committed."""
+        return self._manifest
+
+    @property
+    def next_position(self) -> int:
+        """The input position the next ``write`` or ``record_failure`` must carry."""
+        return self._next_position
+
+    def statistics(self) -> WriterStatistics:
+        """A snapshot of the counters."""
+        pending = self._pending
+        multipart = getattr(self.destination, "multipart_uploads", 0)
+        return WriterStatistics(
+            shards=len(self._manifest.shards),
+            samples=self._manifest.total_samples,
+            failed=self._manifest.total_failed,
+            bytes=self._manifest.total_bytes,
+            pending_samples=0 if pending is None else len(pending.entries),
+            pending_failed=0 if pending is None else len(pending.failures),
+            pending_bytes=0 if pending is None else pending.size,
+            multipart_uploads=int(multipart),
+        )
+
+    def _check_position(self, position: int | None) -> None:
+        if self._closed:
+            raise RuntimeError("the TarShardWriter is closed")
+        if position is not None and (isinstance(position, bool) or not isinstance(position, int)):
+            raise TypeError(f"position must be an int or None but got {position!r}")
+        tracked = position is not None
+        if self._tracked is not None and self._tracked != tracked:
+            rule = "an int (earlier records carry one)"
+            if not self._tracked:
+                rule = "None (earlier records carry none)"
+            raise ValueError(f"position must be {rule} but got {position!r}")
+        if tracked and position != self._next_position:
+            raise ValueError(
+                f"position must be the next input position, {self._next_position}, but got "
+                f"{position} (positions come in order, without gaps)"
+            )
+
+    def _consume_position(self, position: int | None) -> None:
+        self._tracked = position is not None
+        if position is not None:
+            self._next_position = position + 1
+
+    def _open_pending(self, position: int | None) -> _Pending:
+        if self._pending is None:
+            name = self.name_pattern.format(len(self._manifest.shards))
+            spool = self.destination.open_spool(name)
+            self._pending = _Pending(name, spool, position)
+        return self._pending
+
+    async def write(
+        self, key: str, fields: Mapping[str, bytes], *, position: int | None = None
+    ) -> None:
+        """Add one sample: members ``{key}.{field}`` in the order of ``fields``.
+
+        Commits the shard first when the sample would take it past ``max_bytes``, and
+        after when it reaches ``max_samples``.
+        """
+        check_key(key)
+        if not isinstance(fields, Mapping) or not fields:
+            raise ValueError(f"fields of sample {key!r} must be a non-empty mapping but got "
+                             f"{fields!r:.80}")  # fmt: skip
+        members = [check_field(key, name, data) for name, data in fields.items()]
+        blocks = [(member_header(f"{key}.{name}", len(data)), data) for name, data in members]
+        size = sum(len(header) + len(data) + len(padding(len(data))) for header, data in blocks)
+        self._check_position(position)
+        pending = self._pending
+        if (
+            pending is not None
+            and pending.entries
+            and (pending.size + size + len(END_OF_ARCHIVE) > self.max_bytes)
+        ):
+            await self.commit()
+        self._consume_position(position)
+        pending = self._open_pending(position)
+        entry_fields = []
+        for (name, data), (header, _) in zip(members, blocks, strict=True):
+            pending.append(header)
+            entry_fields.append((name, pending.size, len(data)))
+            pending.append(data)
+            pending.append(padding(len(data)))
+        pending.entries.append(TarSampleEntry(key, tuple(entry_fields)))
+        if len(pending.entries) >= self.max_samples or pending.size >= self.max_bytes:
+            await self.commit()
+
+    def record_failure(self, failure: FailureRecord) -> None:
+        """Add the failure record of an input that produced no sample (no I/O)."""
+        if not isinstance(failure, FailureRecord):
+            raise TypeError(f"failure must be a FailureRecord but got {type(failure).__name__}")
+        self._check_position(failure.position)
+        self._consume_position(failure.position)
+        self._open_pending(failure.position).failures.append(failure)
+
+    async def commit(self) -> ShardRecord | None:
+        """Commit the pending shard now (None when nothing is pending)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        pending.append(END_OF_ARCHIVE)
+        first = pending.first
+        end = None if first is None else self.next_position
+        record = ShardRecord(
+            name=pending.name,
+            samples=len(pending.entries),
+            bytes=pending.size,
+            sha256=pending.digest.hexdigest(),
+            first=first,
+            end=end,
+            failed=len(pending.failures),
+        )
+        index = ShardIndex(pending.name, pending.size, "", tuple(pending.entries))
+        failures = "".join(json.dumps(f.to_dict()) + "\n" for f in pending.failures)
+        manifest = self._manifest.with_shard(record)
+
+        def publish() -> None:
+            destination = self.destination
+            destination.commit_spool(pending.name, pending.spool, pending.size)
+            destination.put_bytes(record.index_name, index.to_json().encode())
+            if failures:
+                destination.put_bytes(record.failures_name, failures.encode())
+            else:
+                destination.delete(record.failures_name)  # a killed run's leftover
+            destination.put_bytes(MANIFEST_NAME, manifest.to_json().encode())
+            self._manifest = manifest
+
+        try:
+            await anyio.to_thread.run_sync(publish)
+        except BaseException:
+            self._closed = True  # the manifest on disk is the truth; do not write on
+            raise
+        if self.on_commit is not None:
+            self.on_commit(record)
+        return record
+
+    async def close(self) -> Manifest:
+        """Commit what is pending, remove leftovers of killed runs, return the manifest."""
+        if self._closed:
+            return self._manifest
+        await self.commit()
+        self._closed = True
+        await anyio.to_thread.run_sync(self._remove_unlisted)
+        return self._manifest
+
+    def _remove_unlisted(self) -> None:
+        number = len(self._manifest.shards)
+        while True:
+            name = self.name_pattern.format(number)
+            if not self.destination.exists(name):
+                return
+            for leftover in (name, f"{name}.index.json", f"{name}.failures.jsonl"):
+                self.destination.delete(leftover)
+            number += 1
+
+    def abort(self) -> None:
+        """Drop the pending shard without committing it; the writer is closed."""
+        pending, self._pending = self._pending, None
+        self._closed = True
+        if pending is not None:
+            self.destination.abort_spool(pending.name, pending.spool)
+
+    async def __aenter__(self) -> TarShardWriter:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            self.abort()

@@ -1,0 +1,382 @@
+"""Fetch arbitrary URLs across many hosts: bounded, timed, retried, size-capped.
+
+Every URL ends as exactly one ``FetchResult``: the body, or a failure record with its
+reason (see ``FAILURE_REASONS``). ``fetch`` never raises for a failed URL; only
+cancellation (and bad arguments) leave it by an exception. So a pipeline built on it
+loses nothing: each input comes out once, as a sample or as a failure.
+
+Built on httpx, which runs on asyncio and on trio (through anyio) like the rest of the
+package; aiohttp would tie HTTP sources to asyncio.
+
+Bounds: at most ``max_in_flight`` requests in flight in all, and ``max_per_host`` per host
+(keyed by the host of the URL asked for; redirects are followed within the same slot). A
+request waits for its host's slot first, then for a global one, so one slow host cannot
+hold the global slots while its own requests queue. Between retries a URL keeps its
+host's slot (that host sees no more pressure) but gives the global one back.
+
+Retries: HTTP 408, 429 and 5xx, connection errors (refused, reset, closed before a full
+response) and timeouts are transient and retried under ``RetryPolicy`` (exponential
+backoff with seeded jitter). A ``Retry-After`` header (seconds or an HTTP date) lengthens
+the wait to what the server asked, up to ``max_retry_after`` seconds; a server asking for
+more ends the URL at once with reason ``"status"``. Other statuses are final.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from ._concurrency import PerLoop, semaphore
+from ._http_result import FailureReason, FetchResult, HttpStatistics, retry_after
+from ._retry import RetryPolicy
+
+__all__ = ("HttpFetcher",)
+
+DEFAULT_USER_AGENT = "aioloader (+https://pypi.org/project/aioloader)"
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def _import_httpx() -> Any:
+    try:
+        import httpx
+    except ImportError:
+        raise ImportError(
+            "HttpFetcher needs httpx: install it with pip install 'aioloader[http]'"
+        ) from None
+    return httpx
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int but got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1 but got {value}")
+    return value
+
+
+def _timeout(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a number > 0 or None but got {value!r}")
+    return float(value)
+
+
+class _HostSlots:
+    """One semaphore per host with a request in flight or waiting; idle hosts are dropped."""
+
+    def __init__(self, per_host: int) -> None:
+        self._per_host = per_host
+        self._slots: dict[str, list[Any]] = {}  # host -> [semaphore, holders and waiters]
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, host: str) -> AsyncIterator[None]:
+        entry = self._slots.get(host)
+        if entry is None:
+            entry = self._slots[host] = [semaphore(self._per_host), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._slots[host]
+
+
+@dataclass
+class _LoopState:
+    client: Any
+    limit: Any
+    hosts: _HostSlots
+
+
+@dataclass
+class _Attempt:
+    result: FetchResult
+    transient: bool = False
+    wait_hint: float | None = None
+
+
+class HttpFetcher:
+    """Fetches URLs over HTTP(S) with global and per-host bounds, timeouts and retries.
+
+    Use it as an async context manager (or call ``aclose``) to close its connections.
+
+        async with HttpFetcher(max_in_flight=256, max_per_host=8) as fetcher:
+            result = await fetcher.fetch("https://example.com/a.jpg")
+            if result.ok:
+                ...  # result.body
+            else:
+                ...  # result.reason, result.detail
+
+    Args:
+        max_in_flight: Most requests in flight at once, over all hosts.
+        max_per_host: Most requests in flight to one host.
+        connect_timeout: Seconds to open a connection (None: no limit).
+        read_timeout: Seconds allowed between two reads of a response (None: no limit).
+        retry: Retry policy for transient failures (default: 3 attempts).
+        max_body_bytes: Largest body accepted; a longer one is cut off as ``"too_large"``.
+        content_types: Media types accepted (``"image/"`` accepts every ``image/...``);
+            None accepts any.
+        max_redirects: Redirects followed before failing with ``"redirects"``.
+        max_retry_after: Longest ``Retry-After`` wait honoured, in seconds.
+        headers: Extra request headers (a ``User-Agent`` is sent unless given here).
+        trust_env: Whether proxy settings are read from the environment.
+        transport: An httpx async transport to send requests through (tests, custom TLS).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_in_flight: int = 256,
+        max_per_host: int = 16,
+        connect_timeout: float | None = 10.0,
+        read_timeout: float | None = 30.0,
+        retry: RetryPolicy | None = None,
+        max_body_bytes: int = 32 * 1024 * 1024,
+        content_types: Sequence[str] | None = None,
+        max_redirects: int = 5,
+        max_retry_after: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        trust_env: bool = True,
+        transport: Any = None,
+    ) -> None:
+        self._httpx = _import_httpx()
+        self.max_in_flight = _positive_int("max_in_flight", max_in_flight)
+        self.max_per_host = _positive_int("max_per_host", max_per_host)
+        self.connect_timeout = _timeout("connect_timeout", connect_timeout)
+        self.read_timeout = _timeout("read_timeout", read_timeout)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy but got {type(retry).__name__}")
+        self.retry = retry or RetryPolicy(max_attempts=3, initial_backoff=0.5, max_backoff=10.0)
+        self.max_body_bytes = _positive_int("max_body_bytes", max_body_bytes)
+        if isinstance(content_types, str):
+            raise TypeError(
+                f"content_types must be a sequence of media types but got the str "
+                f"{content_types!r}; write ({content_types!r},)"
+            )
+        self.content_types = (
+            None if content_types is None else tuple(t.lower() for t in content_types)
+        )
+        if isinstance(max_redirects, bool) or not isinstance(max_redirects, int):
+            raise TypeError(f"max_redirects must be an int but got {max_redirects!r}")
+        if max_redirects < 0:
+            raise ValueError(f"max_redirects must be >= 0 but got {max_redirects}")
+        self.max_redirects = max_redirects
+        if not (isinstance(max_retry_after, (int, float)) and 0 <= max_retry_after < 1e9):
+            raise ValueError(f"max_retry_after must be a number >= 0 but got {max_retry_after!r}")
+        self.max_retry_after = float(max_retry_after)
+        self.headers = {"user-agent": DEFAULT_USER_AGENT}
+        self.headers.update({k.lower(): v for k, v in (headers or {}).items()})
+        self.trust_env = bool(trust_env)
+        self._transport = transport
+        self._state: PerLoop[_LoopState] = PerLoop(self._new_state)
+        self._requests = self._retries = self._ok = self._failed = 0
+        self._bytes = self._in_flight = 0
+        self._failures: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"HttpFetcher(max_in_flight={self.max_in_flight}, max_per_host={self.max_per_host})"
+
+    def _new_state(self) -> _LoopState:
+        httpx = self._httpx
+        timeout = httpx.Timeout(
+            connect=self.connect_timeout,
+            read=self.read_timeout,
+            write=self.read_timeout,
+            pool=None,
+        )
+        limits = httpx.Limits(
+            max_connections=self.max_in_flight,
+            max_keepalive_connections=self.max_in_flight,
+            keepalive_expiry=5.0,
+        )
+        client = httpx.AsyncClient(
+            timeout=timeout,
+            limits=limits,
+            follow_redirects=self.max_redirects > 0,
+            max_redirects=self.max_redirects,
+            headers=self.headers,
+            trust_env=self.trust_env,
+            transport=self._transport,
+        )
+        return _LoopState(client, semaphore(self.max_in_flight), _HostSlots(self.max_per_host))
+
+    def statistics(self) -> HttpStatistics:
+        """A snapshot of the counters."""
+        hosts = self._state._value.hosts if self._state._value is not None else None
+        return HttpStatistics(
+            requests=self._requests,
+            retries=self._retries,
+            ok=self._ok,
+            failed=self._failed,
+            failures=dict(sorted(self._failures.items())),
+            bytes_read=self._bytes,
+            in_flight=self._in_flight,
+            hosts=0 if hosts is None else len(hosts),
+        )
+
+    async def aclose(self) -> None:
+        """Close the connections of the running event loop's client."""
+        state = self._state._value
+        if state is not None:
+            self._state._value = None
+            with anyio.CancelScope(shield=True):
+                await state.client.aclose()
+
+    async def __aenter__(self) -> HttpFetcher:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def fetch(self, url: str) -> FetchResult:
+        """Fetch ``url``: its body, or a failure record. Never raises for a failed URL."""
+        if not isinstance(url, str):
+            raise TypeError(f"url must be a str but got {type(url).__name__}")
+        host = self._host(url)
+        if host is None:
+            return self._finish(
+                FetchResult(url, None, final_url=url, reason="invalid_url", attempts=0,
+                            detail="not an http(s) URL with a host")
+            )  # fmt: skip
+        state = self._state.get()
+        attempt = 0
+        async with state.hosts.hold(host):
+            while True:
+                attempt += 1
+                async with state.limit:
+                    outcome = await self._attempt(state.client, url, attempt)
+                result = outcome.result
+                if result.ok or not outcome.transient or attempt >= self.retry.max_attempts:
+                    return self._finish(result)
+                wait = self.retry.backoff(url, attempt)
+                if outcome.wait_hint is not None:
+                    if outcome.wait_hint > self.max_retry_after:
+                        detail = (
+                            f"{result.detail}; Retry-After {outcome.wait_hint:.0f} s exceeds "
+                            f"max_retry_after={self.max_retry_after:g}"
+                        )
+                        return self._finish(_with(result, detail=detail))
+                    wait = max(wait, outcome.wait_hint)
+                self._retries += 1
+                await anyio.sleep(wait)
+
+    def _host(self, url: str) -> str | None:
+        try:
+            parsed = self._httpx.URL(url)
+        except (self._httpx.InvalidURL, TypeError, ValueError):
+            return None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            return None
+        return f"{parsed.host}:{parsed.port or ''}"
+
+    def _finish(self, result: FetchResult) -> FetchResult:
+        if result.ok:
+            self._ok += 1
+            self._bytes += len(result.body or b"")
+        else:
+            self._failed += 1
+            reason = str(result.reason)
+            self._failures[reason] = self._failures.get(reason, 0) + 1
+        return result
+
+    def _accepts(self, content_type: str) -> bool:
+        if self.content_types is None:
+            return True
+        return any(
+            content_type == allowed or (allowed.endswith("/") and content_type.startswith(allowed))
+            for allowed in self.content_types
+        )
+
+    async def _attempt(self, client: Any, url: str, attempt: int) -> _Attempt:
+        httpx = self._httpx
+        self._requests += 1
+        self._in_flight += 1
+
+        def failed(reason: FailureReason, detail: str, **extra: Any) -> FetchResult:
+            return FetchResult(url, None, reason=reason, detail=detail, attempts=attempt,
+                               final_url=extra.pop("final_url", url), **extra)  # fmt: skip
+
+        try:
+            async with client.stream("GET", url) as response:
+                status = response.status_code
+                headers = {k.lower(): v for k, v in response.headers.items()}
+                final = str(response.url)
+                meta = {"status": status, "headers": headers, "final_url": final}
+                if not 200 <= status < 300:
+                    transient = status in TRANSIENT_STATUS or status >= 500
+                    hint = retry_after(headers.get("retry-after")) if transient else None
+                    return _Attempt(failed("status", f"HTTP {status}", **meta), transient, hint)
+                content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+                if not self._accepts(content_type):
+                    allowed = ", ".join(self.content_types or ())
+                    detail = f"content type {content_type or '(none)'!r} is not one of {allowed}"
+                    return _Attempt(failed("content_type", detail, **meta))
+                declared = headers.get("content-length", "")
+                too_large = f"body exceeds max_body_bytes={self.max_body_bytes}"
+                if declared.isdigit() and int(declared) > self.max_body_bytes:
+                    return _Attempt(failed("too_large", f"{too_large} ({declared})", **meta))
+                chunks = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        return _Attempt(failed("too_large", too_large, **meta))
+                    chunks.append(chunk)
+                body = b"".join(chunks)
+                return _Attempt(FetchResult(url, body, attempts=attempt, **meta))
+        except httpx.TimeoutException as exc:
+            return _Attempt(failed("timeout", _describe_timeout(exc)), transient=True)
+        except httpx.TooManyRedirects:
+            return _Attempt(failed("redirects", f"more than {self.max_redirects} redirects"))
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            return _Attempt(failed("invalid_url", _first_line(exc)))
+        except httpx.DecodingError as exc:
+            return _Attempt(failed("decode", f"body does not decode: {_first_line(exc)}"))
+        except httpx.TransportError as exc:
+            return _Attempt(failed("connection", _describe_transport(exc)), transient=True)
+        except httpx.HTTPError as exc:
+            return _Attempt(failed("connection", f"{type(exc).__name__}: {_first_line(exc)}"))
+        finally:
+            self._in_flight -= 1
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _describe_transport(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = _first_line(exc)
+    if name == "ConnectError":
+        return f"cannot connect: {text}"
+    if name in ("ReadError", "RemoteProtocolError", "WriteError", "CloseError"):
+        what = "connection reset or closed" if text in ("", name) else text
+        return f"{what} ({name})"
+    return f"{name}: {text}"
+
+
+def _describe_timeout(exc: BaseException) -> str:
+    kind = type(exc).__name__.replace("Timeout", "").lower() or "request"
+    return f"{kind} timed out"
+
+
+def _with(result: FetchResult, **changes: Any) -> FetchResult:
+    return dataclasses.replace(result, **changes)
