@@ -207,8 +207,8 @@ def main(argv: list[str] | None = None) -> None:
 class ImageServer:
     """The server in a child process, as a context manager; ``base`` is its URL root.
 
-        with ImageServer() as server:
-            urls = url_list(server.base, 10_000)
+    with ImageServer() as server:
+        urls = url_list(server.base, 10_000)
     """
 
     def __init__(
