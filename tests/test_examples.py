@@ -16,6 +16,7 @@ ARGUMENTS = {"train_digits.py": ["--epochs", "1", "--check-resume"]}
 def test_examples_exist() -> None:
     assert [p.name for p in EXAMPLES] == [
         "distributed.py",
+        "ingest_then_train.py",
         "object_store.py",
         "quickstart.py",
         "resume.py",

@@ -224,7 +224,8 @@ async def ingest(
         stop: One past the last position to ingest (None: to the end).
         key_width: Digits of the zero-padded position used as the sample key.
         resume: Continue a shard set the output's manifest describes (written with the
-            same inputs and options); False refuses an output that has a manifest.
+            same inputs and options; ``stop`` may differ, so a run can be extended);
+            False refuses an output that has a manifest.
         progress: Draw a progress bar on standard error (when it is a terminal).
         meta: Extra facts to store in the manifest.
         on_commit: Called with each ``ShardRecord`` once the manifest lists it.
@@ -244,7 +245,6 @@ async def ingest(
         "text_field": text_field,
         "image": None if image is None else vars(image),
         "start": start,
-        "stop": stop,
         "key_width": key_width,
         **dict(meta or {}),
     }

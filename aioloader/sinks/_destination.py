@@ -17,7 +17,20 @@ from typing import IO, Any
 
 __all__ = ("Destination", "LocalDestination", "StoreDestination", "make_destination")
 
-_PARTIAL = re.compile(r"^\..+\.partial-\d+$")
+_PARTIAL = re.compile(r"^\..+\.partial-(\d+)$")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (not this one: its partials are stale)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but not ours to signal
+        return True
+    return True
 
 
 class Destination:
@@ -119,9 +132,11 @@ class LocalDestination(Destination):
             self._partial(name).unlink()
 
     def clean_partials(self) -> int:
+        """Remove partial files of writers that no longer run (by process id)."""
         removed = 0
         for path in self.folder.iterdir():
-            if _PARTIAL.match(path.name) and path.is_file():
+            match = _PARTIAL.match(path.name)
+            if match and path.is_file() and not _alive(int(match.group(1))):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                     removed += 1

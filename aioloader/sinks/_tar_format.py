@@ -16,8 +16,25 @@ BLOCK = 512
 END_OF_ARCHIVE = bytes(2 * BLOCK)
 
 
+def _ustar_header(name: bytes, size: int) -> bytes:
+    """The one ustar block tarfile writes for a short ASCII name (built ~10x faster)."""
+    header = bytearray(BLOCK)
+    header[0 : len(name)] = name
+    header[100:108] = b"0000644\0"
+    header[108:116] = header[116:124] = b"0000000\0"
+    header[124:136] = b"%011o\0" % size
+    header[136:148] = b"00000000000\0"
+    header[148:156] = b"        "
+    header[156:157] = b"0"
+    header[257:265] = b"ustar\x0000"
+    header[148:155] = b"%06o\0" % sum(header)
+    return bytes(header)
+
+
 def member_header(name: str, size: int) -> bytes:
     """The header block(s) of a regular file ``name`` of ``size`` bytes."""
+    if name.isascii() and len(name) <= 100 and size < 8**11:
+        return _ustar_header(name.encode("ascii"), size)
     info = tarfile.TarInfo(name)
     info.size = size
     info.mode = 0o644

@@ -20,6 +20,7 @@ next: nothing is written twice and nothing is left out.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -319,6 +320,8 @@ class TarShardWriter:
             await anyio.to_thread.run_sync(publish)
         except BaseException:
             self._closed = True  # the manifest on disk is the truth; do not write on
+            with contextlib.suppress(Exception):
+                self.destination.abort_spool(pending.name, pending.spool)
             raise
         if self.on_commit is not None:
             self.on_commit(record)

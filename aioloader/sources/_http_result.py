@@ -85,6 +85,9 @@ class HttpStatistics:
         bytes_read: Body bytes delivered.
         in_flight: Requests in flight now.
         hosts: Hosts with a request in flight or waiting now.
+        client: The client library of the running loop ("aiohttp", "httpx"; "" before use).
+            aiohttp retries a request once by itself when a connection drops, so a server
+            may see up to two requests per attempt.
     """
 
     requests: int
@@ -95,6 +98,7 @@ class HttpStatistics:
     bytes_read: int
     in_flight: int
     hosts: int
+    client: str = ""
 
 
 def retry_after(value: str | None, now: float | None = None) -> float | None:

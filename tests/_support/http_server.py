@@ -122,6 +122,8 @@ class HttpTestServer:
         self._thread: threading.Thread | None = None
         self._port = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     @property
     def base(self) -> str:
@@ -176,6 +178,14 @@ class HttpTestServer:
 
     async def _handle(self, writer: asyncio.StreamWriter, path: str) -> bool:
         """Answer one request; False when the connection is gone (reset)."""
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(writer, path)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, writer: asyncio.StreamWriter, path: str) -> bool:
         parts = path.split("?", 1)[0].strip("/").split("/")
         kind, args = parts[0], parts[1:]
         count = self._next(path)

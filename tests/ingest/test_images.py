@@ -1,0 +1,68 @@
+"""Resize modes and re-encoding of ingested images."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from PIL import Image
+
+from aioloader.ingest import ImageOptions, process_image
+
+
+def _jpeg(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 60)).save(out, "JPEG")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("mode", "size", "expected"),
+    [
+        ("border", 64, (64, 64)),
+        ("keep_ratio", 64, (128, 64)),
+        ("center_crop", 64, (64, 64)),
+        ("no", 64, (400, 200)),
+    ],
+)
+def test_resize_modes_give_the_documented_sizes(
+    mode: str, size: int, expected: tuple[int, int]
+) -> None:
+    image = process_image(_jpeg(400, 200), ImageOptions(size=size, resize_mode=mode))  # type: ignore[arg-type]
+    assert (image.width, image.height) == expected
+    assert (image.original_width, image.original_height, image.extension) == (400, 200, "jpg")
+    assert Image.open(io.BytesIO(image.data)).size == expected
+
+
+def test_border_pads_with_black_and_keeps_the_content_centred() -> None:
+    image = process_image(_jpeg(400, 200), ImageOptions(size=64, format="png"))
+    decoded = Image.open(io.BytesIO(image.data)).convert("RGB")
+    assert image.extension == "png"
+    assert decoded.getpixel((32, 2)) == (0, 0, 0)  # the border above the picture
+    red, green, blue = decoded.getpixel((32, 32))
+    assert (abs(red - 200) <= 8, abs(green - 30) <= 8, abs(blue - 60) <= 8) == (True, True, True)
+
+
+def test_only_if_bigger_leaves_small_images_their_size() -> None:
+    options = ImageOptions(size=64, resize_mode="keep_ratio", only_if_bigger=True)
+    assert (
+        process_image(_jpeg(40, 30), options).width,
+        process_image(_jpeg(40, 30), options).height,
+    ) == (40, 30)
+    assert process_image(_jpeg(400, 300), options).height == 64
+
+
+def test_what_does_not_decode_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="not an image Pillow can identify"):
+        process_image(b"\xff\xd8not a jpeg", ImageOptions(size=8))
+
+
+def test_bad_options_name_the_rule() -> None:
+    with pytest.raises(ValueError, match="size must be an int >= 1 or None but got 0"):
+        ImageOptions(size=0)
+    with pytest.raises(ValueError, match="resize_mode must be one of border, keep_ratio"):
+        ImageOptions(resize_mode="stretch")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="format must be one of jpeg, png, webp or None"):
+        ImageOptions(format="gif")
+    with pytest.raises(ValueError, match=r"quality must be in \[1, 100\] but got 101"):
+        ImageOptions(quality=101)

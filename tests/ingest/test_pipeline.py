@@ -1,0 +1,168 @@
+"""ingest(): URLs from a loopback server with faults into tar shards, read back exactly."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from aioloader.ingest import ImageOptions, ingest
+from aioloader.sinks import open_shards, read_failures, read_manifest
+from aioloader.sources import HttpFetcher, RetryPolicy
+from tests._support.http_server import HttpTestServer, jpeg_bytes, scheduled_fault
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[HttpTestServer]:
+    with HttpTestServer(error_rate=0.1, seed=4) as running:
+        yield running
+
+
+def _fetcher() -> HttpFetcher:
+    return HttpFetcher(retry=FAST, read_timeout=1.0, max_in_flight=32, content_types=("image/",))
+
+
+async def _outputs(folder: Path) -> tuple[list[str], dict[int, str]]:
+    shards = open_shards(folder)
+    keys = [(await shards.read_sample(i))["__key__"] for i in range(len(shards))]
+    failures = {f.position or 0: f.reason for f in read_failures(folder)}
+    return keys, failures
+
+
+@pytest.mark.anyio
+async def test_every_input_becomes_one_sample_or_one_failure_record(
+    server: HttpTestServer, tmp_path: Path
+) -> None:
+    paths = [f"/img/{i}.jpg" for i in range(60)] + ["/status/404/a", "/broken/b", "/text/c"]
+    urls = [server.url(path) for path in paths]
+    async with _fetcher() as fetcher:
+        summary = await ingest(urls, tmp_path, fetcher=fetcher, shard_samples=16, key_width=4)
+    keys, failures = await _outputs(tmp_path)
+    expected_faults = {i: scheduled_fault(4, paths[i], 0.1) for i in range(60)}
+    assert sorted([int(k) for k in keys] + list(failures)) == list(range(63))
+    ok = [i for i in range(60) if expected_faults[i] is None]
+    assert [int(k) for k in keys] == [*ok, 61]  # /broken/b is typed image/jpeg: kept as fetched
+    reasons = {"404": "status", "503": "status", "reset": "connection", "slow": "timeout"}
+    expected = {i: reasons[f] for i, f in expected_faults.items() if f is not None}
+    expected.update({60: "status", 62: "content_type"})
+    assert failures == expected
+    assert (summary.ok, summary.failed) == (len(keys), len(failures))
+    assert sum(summary.failures.values()) == summary.failed
+    assert summary.shards == len(read_manifest(tmp_path).shards)
+
+
+@pytest.mark.anyio
+async def test_images_are_resized_and_metadata_kept(server: HttpTestServer, tmp_path: Path) -> None:
+    rows = [{"url": server.url("/img/1.jpg"), "caption": "one", "id": 1},
+            {"url": server.url("/broken/x"), "caption": "two", "id": 2}]  # fmt: skip
+    async with _fetcher() as fetcher:
+        summary = await ingest(
+            rows,
+            tmp_path,
+            fetcher=fetcher,
+            text_field="caption",
+            image=ImageOptions(size=32, resize_mode="center_crop"),
+        )
+    assert (summary.ok, summary.failed, dict(summary.failures)) == (1, 1, {"decode": 1})
+    shards = open_shards(tmp_path)
+    sample = await shards.read_sample(0)
+    assert sorted(sample) == ["__key__", "jpg", "json", "txt"]
+    assert Image.open(io.BytesIO(sample["jpg"])).size == (32, 32)
+    assert sample["txt"] == b"one"
+    meta = json.loads(sample["json"])
+    assert (meta["url"], meta["id"], meta["position"], meta["status"]) == (
+        rows[0]["url"],
+        1,
+        0,
+        200,
+    )
+    assert (meta["width"], meta["original_width"]) == (
+        32,
+        Image.open(io.BytesIO(jpeg_bytes(1))).width,
+    )
+    (failure,) = read_failures(tmp_path)
+    assert (failure.position, failure.reason, failure.extra["id"]) == (1, "decode", 2)
+
+
+@pytest.mark.anyio
+async def test_a_run_with_a_stop_then_the_same_run_resumes_where_it_ended(
+    server: HttpTestServer, tmp_path: Path
+) -> None:
+    urls = [server.url(f"/img/{i}.jpg") for i in range(50)]
+    async with _fetcher() as fetcher:
+        clean = await ingest(urls, tmp_path / "clean", fetcher=fetcher, shard_samples=8)
+        first = await ingest(urls[:23], tmp_path / "split", fetcher=fetcher, shard_samples=8)
+        second = await ingest(urls, tmp_path / "split", fetcher=fetcher, shard_samples=8)
+    assert first.inputs == 23
+    assert second.resumed_from == 23  # the first run closed its last shard at its end
+    assert first.inputs + second.inputs == clean.inputs == 50
+    assert await _outputs(tmp_path / "split") == await _outputs(tmp_path / "clean")
+
+
+def _run_cli(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "aioloader", "ingest", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def test_sigkill_at_three_random_points_then_restart_gives_every_input_exactly_once(
+    server: HttpTestServer, tmp_path: Path
+) -> None:
+    count = 480
+    urls = tmp_path / "urls.txt"
+    urls.write_text("".join(server.url(f"/img/{i}.jpg") + "\n" for i in range(count)))
+    options = ["--shard-samples", "20", "--read-timeout", "1", "--retries", "1"]
+    options += ["--max-in-flight", "16", "--resize", "24"]
+    out = tmp_path / "out"
+    rng = random.Random(17)
+    kills = []
+    for _ in range(3):  # each run is killed after a random number of its own commits
+        wait_for = rng.randint(1, 5)
+        process = _run_cli([str(urls), str(out), *options])
+        assert process.stdout is not None
+        seen = [process.stdout.readline() for _ in range(wait_for)]
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=60)
+        assert all(line.startswith("committed shard-") for line in seen), seen
+        kills.append(read_manifest(out).end)
+    final = _run_cli([str(urls), str(out), *options])
+    stdout, stderr = final.communicate(timeout=300)
+    assert final.returncode == 0, stderr
+    assert "resumed: inputs before position" in stdout
+    assert kills == sorted(kills)
+    assert 0 < kills[0] < count
+    shards = open_shards(out)
+    import anyio
+
+    async def keys() -> list[int]:
+        return [int((await shards.read_sample(i))["__key__"]) for i in range(len(shards))]
+
+    written = anyio.run(keys)
+    failed = [f.position for f in read_failures(out)]
+    everything = sorted(written + failed)  # type: ignore[operator]
+    assert everything == list(range(count))  # exactly once: no duplicate, no gap
+    expected_failed = [i for i in range(count) if scheduled_fault(4, f"/img/{i}.jpg", 0.1)]
+    assert failed == expected_failed
+    manifest = read_manifest(out)
+    assert (
+        [(r.first, r.end) for r in manifest.shards]
+        == [
+            (a.end if a is not None else 0, b.end)  # type: ignore[union-attr]
+            for a, b in zip([None, *manifest.shards[:-1]], manifest.shards, strict=True)
+        ]
+    )

@@ -1,0 +1,13 @@
+"""Fixtures of the sink tests (``s3_server``, SeaweedFS, is in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+
+@pytest.fixture
+def s3_prefix(request: pytest.FixtureRequest) -> str:
+    """A key prefix of this test alone (stable across runs, distinct between tests)."""
+    return "sinks/" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12] + "/"
