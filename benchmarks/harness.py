@@ -36,6 +36,10 @@ PACKAGES = (
     "spdl",
     "grain",
     "matplotlib",
+    "img2dataset",
+    "webdataset",
+    "aiohttp",
+    "pillow",
 )
 
 

@@ -12,10 +12,14 @@ Workloads:
   ``benchmarks/bench_object_store.py``; left out, and said so, without ``weed``/aiohttp).
 - W3: 100,000 token sequences: padding in arrival order, bucketing, packing.
 - W4: resume at step 10^9 of a shuffled epoch over 2^40 items, against torch.
+- W7 (only when named: ``--workloads W7``, several minutes): 10,000 URLs of JPEGs from a
+  loopback server with 50 ms latency and 2 % faults, resized and written to WebDataset
+  shards by aioloader's ``ingest`` and by img2dataset 1.47.0.
 
 Protocol: every case runs once per round, in a fixed order (A B C A B C ...); round 0 warms
 up and is dropped. The reports give medians with min-max over the kept rounds and ratios
-of medians measured in the same run: ``results.md``, ``results.json``, ``results.png``.
+of medians measured in the same run: ``results.md``, ``results.json``, ``results.png``
+(``w7.md``, ... when one workload is named alone).
 """
 
 from __future__ import annotations
@@ -37,13 +41,16 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
 
 import harness  # noqa: E402
 
-WORKLOADS = ("W1", "W2", "W3", "W4")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W7")
+OPT_IN = ("W7",)  # long: run only when named
 TITLES = {
     "W1": "spec line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
     "W2": "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64",
     "W3": "100,000 token sequences, log-normal lengths (median 200, cap 2,048)",
     "W4": "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)",
+    "W7": "web ingestion: 10,000 JPEG URLs on loopback (+50 ms, 2 % faults) -> resize 256 "
+    "center crop -> WebDataset shards",
 }
 NOTES = {
     "W1": [
@@ -67,6 +74,12 @@ NOTES = {
         "Ratios divide torch's naive resume (load and drop 10^9 batches) by each row. Rows "
         "marked extrapolated time a smaller skip and scale it linearly.",
     ],
+    "W7": [
+        "Images/s: successful images / wall seconds of the ingestion call, each run a fresh "
+        "process, both on the same 2 cores (the server too). Every run's successes and "
+        "failures are checked URL by URL against the server's fate table; the first run's "
+        "shards are read by webdataset and by TarShards. See benchmarks/w7_ingest.py.",
+    ],
 }
 
 
@@ -82,8 +95,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--workloads",
-        default=",".join(WORKLOADS),
-        help=f"comma-separated subset of {','.join(WORKLOADS)}",
+        default=",".join(w for w in WORKLOADS if w not in OPT_IN),
+        help=f"comma-separated subset of {','.join(WORKLOADS)} "
+        f"({','.join(OPT_IN)} only when named)",
     )
     args = parser.parse_args(argv)
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
@@ -160,6 +174,15 @@ def build_cases(
         notes["W4"] = w4_notes + notes["W4"]
         if quick:
             notes["W4"].append(f"Quick run: {cfg4}.")
+    if "W7" in workloads:
+        import w7_ingest
+
+        cfg7 = w7_ingest.W7Config(urls=400, checked_images=20) if quick else w7_ingest.W7Config()
+        if w7_ingest.available(log):
+            cases += w7_ingest.cases(cfg7, log, stack)
+            notes["W7"].append(f"Settings: {cfg7}.")
+        else:
+            notes["W7"] = ["Left out: img2dataset, webdataset, aiohttp or Pillow is missing."]
     return cases, notes
 
 
@@ -217,6 +240,21 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
                     "met": fraction >= bound,
                 }
             )
+    ingest = _best(cases, "W7", "aioloader")
+    if ingest is not None:
+        theirs = harness.baseline_of(cases, "W7")
+        out.append(
+            _target("W7: aioloader ingest >= 1.5x img2dataset images/s", ingest, theirs, 1.5)
+        )
+        same = theirs is not None and ingest.facts.get("successes") == theirs.facts.get("successes")
+        out.append(
+            {
+                "target": "W7: same success count",
+                "measured": f"{ingest.facts.get('successes')} vs "
+                f"{theirs.facts.get('successes') if theirs else None}",
+                "met": same,
+            }
+        )
     resume = next((c for c in cases if c.workload == "W4" and c.group == "aioloader"), None)
     if resume is not None and resume.values:
         ms = _median(resume) * 1e3  # type: ignore[operator]
@@ -246,6 +284,7 @@ COLORS = {
     "grain": "#2ca02c",
     "hand-written": "#7f7f7f",
     "floor": "#bcbd22",
+    "img2dataset": "#ff7f0e",
 }
 
 
@@ -329,13 +368,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes = {w: n for w, n in notes.items() if w in args.workloads}
     data = harness.to_json(cases, facts, settings, targets(cases), notes)
     args.output.mkdir(parents=True, exist_ok=True)
-    harness.write_json(args.output / "results.json", data)
+    stem = args.workloads[0].lower() if len(args.workloads) == 1 else "results"
+    harness.write_json(args.output / f"{stem}.json", data)
     markdown = harness.to_markdown(data, {w: TITLES[w] for w in args.workloads})
-    (args.output / "results.md").write_text(markdown, encoding="utf-8")
-    if not plot(args.output / "results.png", data):
-        log("matplotlib is not installed: no results.png")
+    (args.output / f"{stem}.md").write_text(markdown, encoding="utf-8")
+    if not plot(args.output / f"{stem}.png", data):
+        log(f"matplotlib is not installed: no {stem}.png")
     print(markdown)
-    log(f"wrote {args.output}/results.md, results.json, results.png in {seconds:.0f} s")
+    log(f"wrote {args.output}/{stem}.md, {stem}.json, {stem}.png in {seconds:.0f} s")
     failed = [c for c in cases if c.error]
     return 1 if failed else 0
 
