@@ -69,6 +69,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--format", choices=("jpeg", "png", "webp"), help="re-encode images in this format"
     )
     parser.add_argument("--quality", type=_positive, default=95, help="JPEG/WebP quality")
+    parser.add_argument(
+        "--full-decode",
+        action="store_true",
+        help="decode JPEGs at full size before shrinking (default: at reduced scale)",
+    )
     parser.add_argument("--max-in-flight", type=_positive, default=256, help="requests in all")
     parser.add_argument("--per-host", type=_positive, default=16, help="requests per host")
     parser.add_argument("--connect-timeout", type=_seconds, default=10.0, help="seconds")
@@ -144,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             resize_mode=args.resize_mode,
             format=args.format,
             quality=args.quality,
+            reduced_decode=not args.full_decode,
         )
 
     def committed(record: Any) -> None:

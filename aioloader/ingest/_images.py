@@ -37,6 +37,8 @@ class ImageOptions:
             as fetched when no resize happens (and encodes JPEG when one does).
         quality: Encoder quality (JPEG and WebP).
         only_if_bigger: Resize only images larger than ``size``.
+        reduced_decode: Decode a JPEG that will be shrunk at 1/2, 1/4 or 1/8 scale (never
+            below the target size) before resizing; False decodes at full size first.
     """
 
     size: int | None = None
@@ -44,6 +46,7 @@ class ImageOptions:
     format: str | None = None
     quality: int = 95
     only_if_bigger: bool = False
+    reduced_decode: bool = True
 
     def __post_init__(self) -> None:
         if self.size is not None and (
@@ -103,8 +106,9 @@ def process_image(data: bytes, options: ImageOptions) -> ProcessedImage:
         image: Any = Image.open(io.BytesIO(data))
         original = image.size
         target = _target(original[0], original[1], options)
-        if target is not None and image.format == "JPEG" and target[0] < original[0]:
-            image.draft("RGB", target)  # decode at 1/2, 1/4 or 1/8 scale, never below target
+        shrinking = target is not None and target[0] < original[0]
+        if shrinking and options.reduced_decode and image.format == "JPEG":
+            image.draft("RGB", target)  # 1/2, 1/4 or 1/8 scale, never below target
         image = image.convert("RGB")
     except UnidentifiedImageError:
         raise ValueError("the body is not an image Pillow can identify") from None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ("InputRecord", "count_inputs", "input_format", "read_inputs")
+__all__ = ("InputRecord", "count_inputs", "input_format", "jsonable", "read_inputs")
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,16 @@ def input_format(path: str | os.PathLike[str]) -> str:
     return "text"
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON can hold it (bytes as text, other objects as their ``str``)."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return str(value)
 
 
@@ -63,7 +64,7 @@ def _record(position: int, row: Mapping[str, Any], url_field: str, where: str) -
             f"{where}: the URL field {url_field!r} must be a str but got {url!r} "
             f"(fields: {sorted(row)})"
         )
-    meta = {str(k): _jsonable(v) for k, v in row.items() if k != url_field}
+    meta = {str(k): jsonable(v) for k, v in row.items() if k != url_field}
     return InputRecord(position, url.strip(), meta)
 
 

@@ -34,7 +34,7 @@ from ..sources._http import HttpFetcher
 from ..sources._http_result import FetchResult
 from ..sources._stream import Stream
 from ._images import ImageOptions, ProcessedImage, process_image
-from ._inputs import InputRecord, count_inputs, read_inputs
+from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
 from ._summary import IngestSummary
 
 __all__ = ("ingest", "ingest_sync")
@@ -73,7 +73,7 @@ def _records(
         elif isinstance(item, str):
             yield InputRecord(position, item)
         elif isinstance(item, Mapping) and isinstance(item.get(url_field), str):
-            meta = {str(k): v for k, v in item.items() if k != url_field}
+            meta = {str(k): jsonable(v) for k, v in item.items() if k != url_field}
             yield InputRecord(position, item[url_field], meta)
         else:
             raise TypeError(

@@ -302,7 +302,7 @@ class TarShardWriter:
             failed=len(pending.failures),
         )
         index = ShardIndex(pending.name, pending.size, "", tuple(pending.entries))
-        failures = "".join(json.dumps(f.to_dict()) + "\n" for f in pending.failures)
+        failures = "".join(json.dumps(f.to_dict(), default=str) + "\n" for f in pending.failures)
         manifest = self._manifest.with_shard(record)
 
         def publish() -> None:

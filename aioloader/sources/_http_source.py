@@ -34,7 +34,9 @@ class HttpSource(Generic[SampleT]):
 
     A URL that fails raises ``HttpFetchError`` (``HttpNotFoundError`` for 404 and 410)
     carrying its ``FetchResult``; for ingestion, where failures are records rather than
-    errors, use ``HttpFetcher.fetch`` (or ``aioloader.ingest``) instead.
+    errors, use ``HttpFetcher.fetch`` (or ``aioloader.ingest``) instead. Connections
+    belong to the event loop that opened them: call ``await source.aclose()`` on that loop
+    when done.
 
     Args:
         urls: The URLs, in index order.

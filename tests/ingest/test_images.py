@@ -66,3 +66,12 @@ def test_bad_options_name_the_rule() -> None:
         ImageOptions(format="gif")
     with pytest.raises(ValueError, match=r"quality must be in \[1, 100\] but got 101"):
         ImageOptions(quality=101)
+
+
+def test_reduced_and_full_decoding_give_the_same_size_and_close_pixels() -> None:
+    reduced = process_image(_jpeg(800, 600), ImageOptions(size=100))
+    full = process_image(_jpeg(800, 600), ImageOptions(size=100, reduced_decode=False))
+    assert (reduced.width, reduced.height) == (full.width, full.height) == (100, 100)
+    a = Image.open(io.BytesIO(reduced.data)).convert("RGB").getpixel((50, 50))
+    b = Image.open(io.BytesIO(full.data)).convert("RGB").getpixel((50, 50))
+    assert max(abs(x - y) for x, y in zip(a, b, strict=True)) <= 6

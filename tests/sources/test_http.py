@@ -333,3 +333,30 @@ def test_the_scheduled_faults_are_a_function_of_seed_and_path() -> None:
     faults = [scheduled_fault(1, f"/img/{i}.jpg", 0.2) for i in range(1000)]
     assert faults == [scheduled_fault(1, f"/img/{i}.jpg", 0.2) for i in range(1000)]
     assert 150 <= sum(f is not None for f in faults) <= 250
+
+
+def test_http_source_feeds_a_loader(
+    server: HttpTestServer,
+) -> None:
+    import numpy as np
+
+    from aioloader import DataLoader, SequentialSampler
+    from aioloader.testing import StackCollator
+
+    urls = [server.url(f"/img/{i}.jpg") for i in range(8)]
+
+    def length(body: bytes, index: int) -> np.ndarray:
+        return np.array([index, len(body)])
+
+    source = HttpSource(urls, fetcher=_fetcher(), decode=length)
+    loader = DataLoader(source, SequentialSampler(8, 4), StackCollator(), seed=0)
+
+    async def run() -> list[list[int]]:
+        rows = []
+        async with loader.stream(0, 2) as batches:
+            async for batch in batches:
+                rows += batch.data.tolist()
+        await source.aclose()
+        return rows
+
+    assert anyio.run(run) == [[i, len(jpeg_bytes(i))] for i in range(8)]
