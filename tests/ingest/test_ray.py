@@ -20,7 +20,7 @@ from aioloader.ingest import (
     merge_parts,
     part_name,
 )
-from aioloader.sinks import open_shards, read_failures, read_manifest
+from aioloader.sinks import Manifest, open_shards, read_failures, read_manifest
 from aioloader.sources import HttpFetcher, RetryPolicy
 from tests._support.http_server import HttpTestServer
 
@@ -90,13 +90,12 @@ def test_ray_output_set_equals_the_single_process_run(
     alone = anyio.run(one_process)
     summary = ingest_on_ray(urls, spread, parts=3, fetcher_options=FETCH, **OPTIONS)
 
-    assert (summary.ok, summary.failed) == (alone.ok, alone.failed)
-    assert summary.ok + summary.failed == URLS
+    assert (summary.ok, summary.failed, summary.resumed_from) == (alone.ok, alone.failed, 0)
     assert summary.failed > 0  # the server's faults reached both runs
     samples, failures = _output_set(spread)
     assert (samples, failures) == _output_set(single)
-    assert sorted(samples) == sorted(f"{n:09d}" for n in range(URLS) if f"{n:09d}" in samples)
-    assert {p for p, *_ in failures} | {int(k) for k in samples} == set(range(URLS))
+    positions = sorted([p for p, *_ in failures] + [int(k) for k in samples])
+    assert positions == list(range(URLS))  # every input once: a sample or a failure record
     merged = read_manifest(spread)
     assert merged.meta["parts"] == [part_name(i) for i in range(3)]
     assert {r.name.split("/")[0] for r in merged.shards} == set(merged.meta["parts"])
@@ -105,9 +104,43 @@ def test_ray_output_set_equals_the_single_process_run(
     assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # no gap, no overlap
     assert merged.end == URLS
 
+
+def test_ray_run_resumes_a_part_killed_before_its_last_commit(
+    ray_runtime: None, server: HttpTestServer, tmp_path: Path
+) -> None:
+    urls = [server.url(f"/img/{n}.jpg") for n in range(URLS)]
+    spread = tmp_path / "ray"
+    ingest_on_ray(urls, spread, parts=3, fetcher_options=FETCH, **OPTIONS)
+    expected = _output_set(spread)
+    part = spread / part_name(1)  # as a task killed before it committed its last shard
+    manifest = read_manifest(part)
+    lost = manifest.shards[-1]
+    (part / "manifest.json").write_text(Manifest(manifest.shards[:-1], manifest.meta).to_json())
+    (spread / "manifest.json").unlink()
+
     again = ingest_on_ray(urls, spread, parts=3, fetcher_options=FETCH, **OPTIONS)
-    assert (again.ok, again.failed, again.resumed_from) == (0, 0, URLS)  # nothing ingested twice
-    assert _output_set(spread) == (samples, failures)
+
+    lost_inputs = (lost.end or 0) - (lost.first or 0)
+    assert lost_inputs > 0
+    assert (again.ok + again.failed, again.resumed_from) == (lost_inputs, URLS - lost_inputs)
+    assert _output_set(spread) == expected  # no duplicate, no gap
+    done = ingest_on_ray(urls, spread, parts=3, fetcher_options=FETCH, **OPTIONS)
+    assert (done.ok, done.failed, done.resumed_from) == (0, 0, URLS)
+
+
+def test_ray_reads_an_input_file_in_every_task(
+    ray_runtime: None, server: HttpTestServer, tmp_path: Path
+) -> None:
+    urls = [server.url(f"/img/{n}.jpg") for n in range(12)]
+    listed = tmp_path / "urls.txt"
+    listed.write_text("\n".join(urls) + "\n")
+    from_file, from_list = tmp_path / "file", tmp_path / "list"
+    summary = ingest_on_ray(listed, from_file, parts=2, fetcher_options=FETCH, **OPTIONS)
+    ingest_on_ray(urls, from_list, parts=1, fetcher_options=FETCH, **OPTIONS)
+
+    assert summary.ok + summary.failed == 12
+    assert read_manifest(from_file).meta["inputs"] == str(listed)
+    assert _output_set(from_file) == _output_set(from_list)
 
 
 def test_merge_parts_refuses_a_gap(tmp_path: Path) -> None:
