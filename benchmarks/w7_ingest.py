@@ -16,21 +16,30 @@ target, which no served image is, shorter sides being 288..480; it is off here a
 same). Outputs differ by the filters' rounding and the two JPEG encoders (the mean
 absolute pixel difference of the same URL is reported).
 
-Settings, each the best measured for 2 cores (docs and a sweep on this machine):
-- img2dataset 1.47.0: ``download(processes_count=2, thread_count=T,
+Settings, each the best measured for 2 cores on this machine (loaded by other work, so
+single runs vary by +-30 %):
+- img2dataset 1.47.0: ``download(processes_count=2, thread_count=64,
   number_sample_per_shard=5000, output_format="webdataset", timeout=2, retries=0,
   compute_hash=None, extract_exif=False)``, the multiprocessing distributor. Hash and EXIF
   are off (less work for it); ``incremental_mode`` stays "incremental" on an empty folder
-  ("overwrite" deletes the ``_tmp`` folder it has just made in 1.47.0 and fails).
+  ("overwrite" deletes the ``_tmp`` folder it has just made in 1.47.0 and fails). Sweep
+  (10,000 URLs, seconds per run): 64 threads 32 s with 5,000 per shard vs 46 s with
+  1,000; 256 threads 39 s / 77 s; later, at a higher load, 16 / 32 / 64 threads with
+  5,000 per shard 53 / 51 / 49 s. One shard per process avoids its per-shard restarts.
 - aioloader: ``ingest(urls, out, image=..., threads=2, shard_samples=5000,
-  fetcher=HttpFetcher(max_in_flight=F, max_per_host=F, read_timeout=2,
+  fetcher=HttpFetcher(max_in_flight=64, max_per_host=64, read_timeout=2,
   retry=RetryPolicy(max_attempts=1)))`` on uvloop. One attempt, like img2dataset's
-  ``retries=0``: the faults are permanent, so a retry only adds time.
+  ``retries=0``: the faults are permanent, so a retry only adds time. (in flight, threads)
+  = (64, 2), (64, 4), (128, 8) differed by less than the run-to-run noise (two
+  interleaved rounds: 140-211 images/s); 64 in flight is far above the latency bound
+  needed (64 / 50 ms = 1,280 requests/s).
 
 Each run is a fresh child process (``python benchmarks/w7_ingest.py child ...``), timed
 inside around the ingestion call (imports excluded for both; img2dataset's worker spawns
-are part of its call). Images/s = successful images / wall seconds. CPU s/image counts
-every process of the run (the child and its children, not the server).
+are part of its call: about 8 CPU-seconds, measured on a 200-URL run). Images/s =
+successful images / wall seconds. CPU ms/image counts every process of the run (the child
+and its children, not the server) per successful image: on a machine other work loads, it
+is the figure that does not depend on each system's share of the cores.
 
 Checks, on every run: the successes and the failures by reason, per URL, equal what the
 server's fate table says. On the first run of each system: the shards are read by
