@@ -96,6 +96,7 @@ class W7Config:
     i2d_threads: int = 64
     in_flight: int = 64
     threads: int = 2
+    processes: int = 2  # the second aioloader row: one ingest per process, merged
     checked_images: int = 100
 
 
@@ -166,6 +167,8 @@ def _child_aioloader(spec: dict[str, Any]) -> dict[str, Any]:
                 fetcher=fetcher,
                 threads=spec["threads"],
                 shard_samples=spec["shard_samples"],
+                start=spec.get("start", 0),
+                stop=spec.get("stop"),
             )
 
     started = time.perf_counter()
@@ -173,10 +176,40 @@ def _child_aioloader(spec: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - started, "ok": summary.ok}
 
 
+def _child_aioloader_processes(spec: dict[str, Any]) -> dict[str, Any]:
+    """The input cut in halves, one spawned process each, then ``merge_parts``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from aioloader.ingest import count_inputs, merge_parts, part_name
+
+    started = time.perf_counter()
+    count, processes = count_inputs(spec["url_file"]), int(spec["processes"])
+    parts = [part_name(i) for i in range(processes)]
+    specs = [
+        {
+            **spec,
+            "output": os.path.join(spec["output"], parts[i]),
+            "start": count * i // processes,
+            "stop": count * (i + 1) // processes,
+        }
+        for i in range(processes)
+    ]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        list(pool.map(_child_aioloader, specs))
+    merge_parts(spec["output"], parts, inputs=count)
+    return {"seconds": time.perf_counter() - started}
+
+
 def child_main(argv: list[str]) -> None:
     """``child <system> <spec json>``: run one ingestion, print its timing as JSON."""
     system, spec = argv[0], json.loads(argv[1])
-    run = _child_img2dataset if system == "img2dataset" else _child_aioloader
+    run = {
+        "img2dataset": _child_img2dataset,
+        "aioloader": _child_aioloader,
+        "aioloader-processes": _child_aioloader_processes,
+    }[system]
     result = run(spec)
     print("W7RESULT " + json.dumps(result), flush=True)
 
@@ -306,7 +339,7 @@ class _System:
             raise RuntimeError(f"{self.name} failed ({done.returncode}): {done.stderr[-2000:]}")
         seconds = float(json.loads(lines[-1].split(" ", 1)[1])["seconds"])
         if self.name == "img2dataset":
-            outcome, paths = _img2dataset_outcome(output)
+            outcome, paths = _img2dataset_outcome(output)  # the merged manifest otherwise
         else:
             outcome, paths = _aioloader_outcome(output, self.urls)
         self._check(outcome)
@@ -397,13 +430,23 @@ def cases(cfg: W7Config, log: Callable[[str], None], stack: contextlib.ExitStack
         workdir,
         expected,
     )
+    split = _System(
+        "aioloader-processes",
+        {**common, "in_flight": cfg.in_flight // 2, "threads": 1, "processes": cfg.processes},
+        workdir,
+        expected,
+    )
     baseline_name = f"img2dataset 1.47.0: {cfg.i2d_processes} processes x {cfg.i2d_threads} threads"
 
-    def measure_mine() -> float:
-        value = mine.measure()
-        if theirs.images and mine.images and "pixel |diff| vs img2dataset" not in mine.facts:
-            mine.facts["pixel |diff| vs img2dataset"] = _compare_images(mine, theirs)
-        return value
+    def measuring(system: _System) -> Callable[[], float]:
+        def measure() -> float:
+            value = system.measure()
+            key = "pixel |diff| vs img2dataset"
+            if theirs.images and system.images and key not in system.facts:
+                system.facts[key] = _compare_images(system, theirs)
+            return value
+
+        return measure
 
     return [
         Case(
@@ -420,10 +463,20 @@ def cases(cfg: W7Config, log: Callable[[str], None], stack: contextlib.ExitStack
             workload="W7",
             system=f"aioloader ingest: {cfg.in_flight} in flight, {cfg.threads} threads",
             metric="images/s",
-            measure=measure_mine,
+            measure=measuring(mine),
             group="aioloader",
             note="ingest(image=ImageOptions(256, 'center_crop', reduced_decode=False)), uvloop",
             facts=mine.facts,
+        ),
+        Case(
+            workload="W7",
+            system=f"aioloader ingest: {cfg.processes} processes x ({cfg.in_flight // 2} in "
+            "flight, 1 thread), merge_parts",
+            metric="images/s",
+            measure=measuring(split),
+            group="aioloader",
+            note="ingest(start=, stop=) per spawned process into part-0000i/, then merge_parts",
+            facts=split.facts,
         ),
     ]
 
