@@ -33,6 +33,10 @@ single runs vary by +-30 %):
   = (64, 2), (64, 4), (128, 8) differed by less than the run-to-run noise (two
   interleaved rounds: 140-211 images/s); 64 in flight is far above the latency bound
   needed (64 / 50 ms = 1,280 requests/s).
+- aioloader in 2 processes: the URL list cut in halves, ``ingest(..., start=, stop=)`` in
+  each of 2 spawned processes (32 in flight, 1 thread each) into ``part-0000i/``, then
+  ``merge_parts``: the split ``ingest_on_ray`` makes, without Ray. Its spawns and imports
+  are inside the timing, as img2dataset's are.
 
 Each run is a fresh child process (``python benchmarks/w7_ingest.py child ...``), timed
 inside around the ingestion call (imports excluded for both; img2dataset's worker spawns
