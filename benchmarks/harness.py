@@ -38,6 +38,10 @@ PACKAGES = (
     "spdl",
     "grain",
     "matplotlib",
+    "img2dataset",
+    "webdataset",
+    "aiohttp",
+    "pillow",
 )
 
 

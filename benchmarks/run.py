@@ -14,10 +14,14 @@ Workloads:
 - W4: resume at step 10^9 of a shuffled epoch over 2^40 items, against torch.
 - W5: JPEG decode + resize + normalise (Pillow), batch 64: plain loop, aioloader threads,
   torch DataLoader, SPDL, Grain (``benchmarks/w5_jpeg.py``).
+- W7 (only when named: ``--workloads W7``, several minutes): 10,000 URLs of JPEGs from a
+  loopback server with 50 ms latency and 2 % faults, resized and written to WebDataset
+  shards by aioloader's ``ingest`` and by img2dataset 1.47.0.
 
 Protocol: every case runs once per round, in a fixed order (A B C A B C ...); round 0 warms
 up and is dropped. The reports give medians with min-max over the kept rounds and ratios
-of medians measured in the same run: ``results.md``, ``results.json``, ``results.png``.
+of medians measured in the same run: ``results.md``, ``results.json``, ``results.png``
+(``w7.md``, ... when one workload is named alone).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
 
 import harness  # noqa: E402
 
-WORKLOADS = ("W1", "W1U", "W1P", "W2", "W3", "W4", "W5")
+WORKLOADS = ("W1", "W1U", "W1P", "W2", "W3", "W4", "W5", "W7")
+OPT_IN = ("W7",)  # long: run only when named
 TITLES = {
     "W1": "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
@@ -50,6 +55,8 @@ TITLES = {
     "W4": "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)",
     "W1P": "a GIL-bound transform: pure-Python loop over 3,000 floats per sample, batch 32",
     "W5": "JPEG decode (512 images of 50-90 KB, Pillow), resize 224x224, float32 CHW, batch 64",
+    "W7": "web ingestion: 10,000 JPEG URLs on loopback (+50 ms, 2 % faults) -> resize 256 "
+    "center crop -> WebDataset shards",
 }
 NOTES = {
     "W1": [
@@ -87,6 +94,12 @@ NOTES = {
         "All rows give bit-identical batches (checked on 3 steps before timing). Images/s over "
         "8 batches (one epoch) after 2 untimed ones per round. Ratios against the plain loop.",
     ],
+    "W7": [
+        "Images/s: successful images / wall seconds of the ingestion call, each run a fresh "
+        "process, both on the same 2 cores (the server too). Every run's successes and "
+        "failures are checked URL by URL against the server's fate table; the first run's "
+        "shards are read by webdataset and by TarShards. See benchmarks/w7_ingest.py.",
+    ],
 }
 
 
@@ -102,8 +115,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--workloads",
-        default=",".join(WORKLOADS),
-        help=f"comma-separated subset of {','.join(WORKLOADS)}",
+        default=",".join(w for w in WORKLOADS if w not in OPT_IN),
+        help=f"comma-separated subset of {','.join(WORKLOADS)} "
+        f"({','.join(OPT_IN)} only when named)",
     )
     args = parser.parse_args(argv)
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
@@ -219,6 +233,15 @@ def build_cases(
         cases += w5_jpeg.cases(cfg5, log)
         if quick:
             notes["W5"].append(f"Quick run: {cfg5}.")
+    if "W7" in workloads:
+        import w7_ingest
+
+        cfg7 = w7_ingest.W7Config(urls=400, checked_images=20) if quick else w7_ingest.W7Config()
+        if w7_ingest.available(log):
+            cases += w7_ingest.cases(cfg7, log, stack)
+            notes["W7"].append(f"Settings: {cfg7}.")
+        else:
+            notes["W7"] = ["Left out: img2dataset, webdataset, aiohttp or Pillow is missing."]
     return cases, notes
 
 
@@ -301,6 +324,30 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
         import w1p_gil
 
         out += w1p_gil.targets(cases, _target)
+    ingest = _best(cases, "W7", "aioloader")
+    if ingest is not None:
+        theirs = harness.baseline_of(cases, "W7")
+        out.append(
+            _target("W7: aioloader ingest >= 1.5x img2dataset images/s", ingest, theirs, 1.5)
+        )
+        same = theirs is not None and ingest.facts.get("successes") == theirs.facts.get("successes")
+        out.append(
+            {
+                "target": "W7: same success count",
+                "measured": f"{ingest.facts.get('successes')} vs "
+                f"{theirs.facts.get('successes') if theirs else None}",
+                "met": same,
+            }
+        )
+        if theirs is not None and "CPU ms/image" in theirs.facts:
+            a, b = theirs.facts["CPU ms/image"], ingest.facts.get("CPU ms/image")
+            out.append(
+                {
+                    "target": "W7 (information): CPU per image, img2dataset / aioloader",
+                    "measured": f"{a / b:.2f}x ({a} vs {b} ms)" if b else "n/a",
+                    "met": None,
+                }
+            )
     resume = next((c for c in cases if c.workload == "W4" and c.group == "aioloader"), None)
     if resume is not None and resume.values:
         ms = _median(resume) * 1e3  # type: ignore[operator]
@@ -330,6 +377,7 @@ COLORS = {
     "grain": "#2ca02c",
     "hand-written": "#7f7f7f",
     "floor": "#bcbd22",
+    "img2dataset": "#ff7f0e",
 }
 
 
@@ -413,13 +461,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes = {w: n for w, n in notes.items() if w in args.workloads}
     data = harness.to_json(cases, facts, settings, targets(cases), notes)
     args.output.mkdir(parents=True, exist_ok=True)
-    harness.write_json(args.output / "results.json", data)
+    stem = args.workloads[0].lower() if len(args.workloads) == 1 else "results"
+    harness.write_json(args.output / f"{stem}.json", data)
     markdown = harness.to_markdown(data, {w: TITLES[w] for w in args.workloads})
-    (args.output / "results.md").write_text(markdown, encoding="utf-8")
-    if not plot(args.output / "results.png", data):
-        log("matplotlib is not installed: no results.png")
+    (args.output / f"{stem}.md").write_text(markdown, encoding="utf-8")
+    if not plot(args.output / f"{stem}.png", data):
+        log(f"matplotlib is not installed: no {stem}.png")
     print(markdown)
-    log(f"wrote {args.output}/results.md, results.json, results.png in {seconds:.0f} s")
+    log(f"wrote {args.output}/{stem}.md, {stem}.json, {stem}.png in {seconds:.0f} s")
     failed = [c for c in cases if c.error]
     return 1 if failed else 0
 

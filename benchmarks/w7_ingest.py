@@ -1,0 +1,491 @@
+"""W7: web ingestion, 10,000 URLs of JPEGs to WebDataset shards: aioloader vs img2dataset.
+
+The server (``tests/_support/image_server.py``) runs in its own process on loopback: 64
+generated JPEGs of 320..640 x 288..480 pixels (35-115 KB), every answer 50 ms late, and 2 %
+of the URLs failing the same way for every client and every run (chosen by a hash of the
+path): 0.5 % each of 404, 503, connection reset (RST) and a body that stalls halfway (the
+client's 2 s read timeout fires); 1 % more send their body slowly (4 pieces over 0.3 s)
+and succeed. Both systems get the same URL list (a text file, one URL a line).
+
+Same work per image in both: decode, shorter side to 256 with area averaging (OpenCV
+``INTER_AREA`` in img2dataset, Pillow's box filter in aioloader), centre crop 256 x 256,
+JPEG quality 95 (img2dataset's ``resize_mode="center_crop"``; ``ImageOptions(size=256,
+resize_mode="center_crop", quality=95, reduced_decode=False)``): both decode every pixel
+(aioloader's default decodes a JPEG at a reduced DCT scale when it is at least twice the
+target, which no served image is, shorter sides being 288..480; it is off here all the
+same). Outputs differ by the filters' rounding and the two JPEG encoders (the mean
+absolute pixel difference of the same URL is reported).
+
+Settings, each the best measured for 2 cores on this machine (loaded by other work, so
+single runs vary by +-30 %):
+- img2dataset 1.47.0: ``download(processes_count=2, thread_count=64,
+  number_sample_per_shard=5000, output_format="webdataset", timeout=2, retries=0,
+  compute_hash=None, extract_exif=False)``, the multiprocessing distributor. Hash and EXIF
+  are off (less work for it); ``incremental_mode`` stays "incremental" on an empty folder
+  ("overwrite" deletes the ``_tmp`` folder it has just made in 1.47.0 and fails). Sweep
+  (10,000 URLs, seconds per run): 64 threads 32 s with 5,000 per shard vs 46 s with
+  1,000; 256 threads 39 s / 77 s; later, at a higher load, 16 / 32 / 64 threads with
+  5,000 per shard 53 / 51 / 49 s. One shard per process avoids its per-shard restarts.
+- aioloader: ``ingest(urls, out, image=..., threads=2, shard_samples=5000,
+  fetcher=HttpFetcher(max_in_flight=64, max_per_host=64, read_timeout=2,
+  retry=RetryPolicy(max_attempts=1)))`` on uvloop. One attempt, like img2dataset's
+  ``retries=0``: the faults are permanent, so a retry only adds time. (in flight, threads)
+  = (64, 2), (64, 4), (128, 8) differed by less than the run-to-run noise (two
+  interleaved rounds: 140-211 images/s); 64 in flight is far above the latency bound
+  needed (64 / 50 ms = 1,280 requests/s).
+- aioloader in 2 processes: the URL list cut in halves, ``ingest(..., start=, stop=)`` in
+  each of 2 spawned processes (32 in flight, 1 thread each) into ``part-0000i/``, then
+  ``merge_parts``: the split ``ingest_on_ray`` makes, without Ray. Its spawns and imports
+  are inside the timing, as img2dataset's are.
+
+Each run is a fresh child process (``python benchmarks/w7_ingest.py child ...``), timed
+inside around the ingestion call (imports excluded for both; img2dataset's worker spawns
+are part of its call: about 8 CPU-seconds, measured on a 200-URL run). Images/s =
+successful images / wall seconds. CPU ms/image counts every process of the run (the child
+and its children, not the server) per successful image: on a machine other work loads, it
+is the figure that does not depend on each system's share of the cores.
+
+Checks, on every run: the successes and the failures by reason, per URL, equal what the
+server's fate table says. On the first run of each system: the shards are read by
+``webdataset.WebDataset`` and by ``aioloader.sources.TarShards`` (sample counts), 100
+images are decoded (256 x 256) and compared with the other system's image of the same URL.
+
+Install: ``pip install img2dataset==1.47.0`` installs cleanly from wheels (it brings
+pandas, pyarrow, opencv-python-headless, albumentations 1.4, wandb, webdataset, fsspec;
+torch is untouched), so it is in the ``bench`` extra. ``NO_ALBUMENTATIONS_UPDATE=1`` stops
+albumentations from checking for a newer version over the network; wandb stays off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness import Case
+
+HERE = Path(__file__).resolve().parent
+EXPECTED_REASON = {
+    "missing": "HTTP 404",
+    "unavailable": "HTTP 503",
+    "reset": "reset",
+    "stalled": "timeout",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class W7Config:
+    """Sizes and each system's settings."""
+
+    urls: int = 10_000
+    size: int = 256
+    quality: int = 95
+    timeout: float = 2.0
+    shard_samples: int = 5000
+    i2d_processes: int = 2
+    i2d_threads: int = 64
+    in_flight: int = 64
+    threads: int = 2
+    processes: int = 2  # the second aioloader row: one ingest per process, merged
+    checked_images: int = 100
+
+
+def available(log: Callable[[str], None]) -> bool:
+    """Whether W7 can run here: img2dataset, webdataset, aiohttp and Pillow."""
+    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no version check over the network
+    try:
+        import aiohttp  # noqa: F401
+        import img2dataset  # noqa: F401
+        import PIL  # noqa: F401
+        import webdataset  # noqa: F401
+    except Exception as error:  # a missing peer: W7 is left out, and said so
+        log(f"  W7 left out: {type(error).__name__}: {error}")
+        return False
+    return True
+
+
+# -- the child processes ------------------------------------------------------------------
+def _child_img2dataset(spec: dict[str, Any]) -> dict[str, Any]:
+    os.environ["NO_ALBUMENTATIONS_UPDATE"] = "1"
+    from img2dataset import download
+
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):
+        download(
+            url_list=spec["url_file"],
+            output_folder=spec["output"],
+            processes_count=spec["processes"],
+            thread_count=spec["threads"],
+            image_size=spec["size"],
+            resize_mode="center_crop",
+            encode_quality=spec["quality"],
+            encode_format="jpg",
+            output_format="webdataset",
+            input_format="txt",
+            number_sample_per_shard=spec["shard_samples"],
+            timeout=spec["timeout"],
+            retries=0,
+            compute_hash=None,
+            extract_exif=False,
+            enable_wandb=False,
+        )
+    return {"seconds": time.perf_counter() - started}
+
+
+def _child_aioloader(spec: dict[str, Any]) -> dict[str, Any]:
+    import anyio
+
+    from aioloader.ingest import ImageOptions, IngestSummary, ingest
+    from aioloader.sources import HttpFetcher, RetryPolicy
+
+    image = ImageOptions(
+        size=spec["size"], resize_mode="center_crop", quality=spec["quality"], reduced_decode=False
+    )
+
+    async def run() -> IngestSummary:
+        async with HttpFetcher(
+            max_in_flight=spec["in_flight"],
+            max_per_host=spec["in_flight"],
+            connect_timeout=spec["timeout"],
+            read_timeout=spec["timeout"],
+            retry=RetryPolicy(max_attempts=1),
+        ) as fetcher:
+            return await ingest(
+                spec["url_file"],
+                spec["output"],
+                image=image,
+                fetcher=fetcher,
+                threads=spec["threads"],
+                shard_samples=spec["shard_samples"],
+                start=spec.get("start", 0),
+                stop=spec.get("stop"),
+            )
+
+    started = time.perf_counter()
+    summary = anyio.run(run, backend="asyncio", backend_options={"use_uvloop": True})
+    return {"seconds": time.perf_counter() - started, "ok": summary.ok}
+
+
+def _child_aioloader_processes(spec: dict[str, Any]) -> dict[str, Any]:
+    """The input cut in halves, one spawned process each, then ``merge_parts``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from aioloader.ingest import count_inputs, merge_parts, part_name
+
+    started = time.perf_counter()
+    count, processes = count_inputs(spec["url_file"]), int(spec["processes"])
+    parts = [part_name(i) for i in range(processes)]
+    specs = [
+        {
+            **spec,
+            "output": os.path.join(spec["output"], parts[i]),
+            "start": count * i // processes,
+            "stop": count * (i + 1) // processes,
+        }
+        for i in range(processes)
+    ]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        list(pool.map(_child_aioloader, specs))
+    merge_parts(spec["output"], parts, inputs=count)
+    return {"seconds": time.perf_counter() - started}
+
+
+def child_main(argv: list[str]) -> None:
+    """``child <system> <spec json>``: run one ingestion, print its timing as JSON."""
+    system, spec = argv[0], json.loads(argv[1])
+    run = {
+        "img2dataset": _child_img2dataset,
+        "aioloader": _child_aioloader,
+        "aioloader-processes": _child_aioloader_processes,
+    }[system]
+    result = run(spec)
+    print("W7RESULT " + json.dumps(result), flush=True)
+
+
+# -- reading the outputs back ---------------------------------------------------------------
+def _reason_of_message(message: str) -> str:
+    text = message.lower()
+    for code in ("404", "503"):
+        if f"error {code}" in text or f"http {code}" in text:
+            return f"HTTP {code}"
+    if "timed out" in text or "timeout" in text:
+        return "timeout"
+    if "reset" in text or "closed connection" in text or "remote end closed" in text:
+        return "reset"
+    return message[:60]
+
+
+def _img2dataset_outcome(folder: Path) -> tuple[dict[str, str], list[Path]]:
+    """URL -> "ok" or failure reason, and the shard paths, from img2dataset's parquet files."""
+    import pyarrow.parquet as pq
+
+    outcome: dict[str, str] = {}
+    for path in sorted(folder.glob("*.parquet")):
+        table = pq.read_table(path, columns=["url", "status", "error_message"]).to_pylist()
+        for row in table:
+            ok = row["status"] == "success"
+            outcome[row["url"]] = "ok" if ok else _reason_of_message(row["error_message"] or "")
+    return outcome, sorted(folder.glob("*.tar"))
+
+
+def _aioloader_outcome(folder: Path, urls: list[str]) -> tuple[dict[str, str], list[Path]]:
+    """URL -> "ok" or failure reason, and the shard paths, from the manifest.
+
+    Every input position a committed shard covers is a sample unless a failure record
+    names it (the manifest's exactly-once rule); the keys are the positions.
+    """
+    from aioloader.sinks import read_failures, read_manifest
+
+    manifest = read_manifest(folder)
+    outcome: dict[str, str] = {}
+    for record in manifest.shards:
+        for position in range(record.first or 0, record.end or 0):
+            outcome[urls[position]] = "ok"
+    for failure in read_failures(folder):
+        url = urls[failure.position or 0]
+        if failure.reason == "status":
+            outcome[url] = failure.detail
+        elif failure.reason == "connection":
+            outcome[url] = "reset"
+        else:
+            outcome[url] = failure.reason
+    return outcome, [folder / name for name in manifest.names]
+
+
+def _tar_samples(paths: list[Path]) -> list[dict[str, Any]]:
+    import anyio
+
+    from aioloader.sources import TarShards
+
+    with tempfile.TemporaryDirectory(prefix="w7-index-") as index_dir:
+        shards: TarShards[Any] = TarShards([str(p) for p in paths], index_dir=index_dir)
+
+        async def read() -> list[dict[str, Any]]:
+            return await shards.get_samples(range(len(shards)))
+
+        return anyio.run(read)
+
+
+def _expected(urls: list[str]) -> dict[str, str]:
+    from tests._support.image_server import fate
+
+    out = {}
+    for url in urls:
+        kind = fate(urlsplit(url).path)
+        out[url] = EXPECTED_REASON.get(kind, "ok")
+    return out
+
+
+def _count_webdataset(paths: list[Path]) -> int:
+    import webdataset as wds
+
+    dataset = wds.WebDataset([str(p) for p in paths], shardshuffle=False, empty_check=False)
+    return sum(1 for sample in dataset if "jpg" in sample)
+
+
+def _images(samples: list[dict[str, Any]], urls: set[str]) -> dict[str, Any]:
+    """URL -> decoded image (numpy) of the samples whose URL is in ``urls``."""
+    import numpy as np
+    from PIL import Image
+
+    out = {}
+    for sample in samples:
+        url = json.loads(sample["json"])["url"]
+        if url in urls:
+            out[url] = np.asarray(Image.open(io.BytesIO(sample["jpg"])).convert("RGB"))
+    return out
+
+
+# -- the two systems -------------------------------------------------------------------------
+class _System:
+    """One system's runs: a child process per run, its output checked, its numbers kept."""
+
+    def __init__(
+        self, name: str, spec: dict[str, Any], workdir: Path, expected: dict[str, str]
+    ) -> None:
+        self.name = name
+        self.urls = list(expected)
+        self.spec = spec
+        self.workdir = workdir
+        self.expected = expected
+        self.runs = 0
+        self.facts: dict[str, Any] = {}
+        self.cpu: list[float] = []
+        self.images: dict[str, Any] = {}
+        self.checked = False
+
+    def measure(self) -> float:
+        output = self.workdir / f"{self.name}-{self.runs}"
+        self.runs += 1
+        spec = {**self.spec, "output": str(output)}
+        command = [sys.executable, str(HERE / "w7_ingest.py"), "child", self.name, json.dumps(spec)]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=HERE.parent)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        lines = [x for x in done.stdout.splitlines() if x.startswith("W7RESULT ")]
+        if done.returncode != 0 or not lines:
+            raise RuntimeError(f"{self.name} failed ({done.returncode}): {done.stderr[-2000:]}")
+        seconds = float(json.loads(lines[-1].split(" ", 1)[1])["seconds"])
+        if self.name == "img2dataset":
+            outcome, paths = _img2dataset_outcome(output)  # the merged manifest otherwise
+        else:
+            outcome, paths = _aioloader_outcome(output, self.urls)
+        self._check(outcome)
+        successes = sum(v == "ok" for v in outcome.values())
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        self.cpu.append(cpu / max(1, successes))
+        self.facts["CPU ms/image"] = round(1e3 * statistics.median(self.cpu), 2)
+        if not self.checked:
+            self._read_back(paths, successes)
+        shutil.rmtree(output, ignore_errors=True)
+        return successes / seconds
+
+    def _check(self, outcome: dict[str, str]) -> None:
+        if outcome != self.expected:
+            wrong = [
+                (u, outcome.get(u), e) for u, e in self.expected.items() if outcome.get(u) != e
+            ]
+            raise AssertionError(
+                f"{self.name}: {len(wrong)} URLs differ from the server's fate table "
+                f"(url, got, expected): {wrong[:5]}"
+            )
+        counts = Counter(outcome.values())
+        self.facts["successes"] = counts.pop("ok", 0)
+        self.facts["failures by reason"] = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+    def _read_back(self, paths: list[Path], successes: int) -> None:
+        self.checked = True
+        with_webdataset = _count_webdataset(paths)
+        samples = _tar_samples(paths)
+        with_tarshards = len(samples)
+        if not with_webdataset == with_tarshards == successes:
+            raise AssertionError(
+                f"{self.name}: webdataset reads {with_webdataset} samples, TarShards "
+                f"{with_tarshards}, but {successes} succeeded"
+            )
+        self.facts["webdataset / TarShards samples"] = f"{with_webdataset:,} / {with_tarshards:,}"
+        ok = [url for url, outcome in self.expected.items() if outcome == "ok"]
+        step = max(1, len(ok) // int(self.spec["checked_images"]))
+        self.images = _images(samples, set(ok[::step]))
+        shapes = {image.shape for image in self.images.values()}
+        if shapes != {(self.spec["size"], self.spec["size"], 3)}:
+            raise AssertionError(f"{self.name}: decoded image shapes {shapes}")
+
+
+def _compare_images(a: _System, b: _System) -> str:
+    """Mean absolute pixel difference over URLs both systems' checked images share."""
+    import numpy as np
+
+    common = sorted(set(a.images) & set(b.images))
+    if not common:
+        return "n/a"
+    diffs = [
+        float(np.abs(a.images[u].astype(np.int16) - b.images[u].astype(np.int16)).mean())
+        for u in common
+    ]
+    return f"{statistics.mean(diffs):.2f} (max {max(diffs):.2f}, {len(common)} images)"
+
+
+def cases(cfg: W7Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
+    """Start the image server (stopped by ``stack``), write the URL list, build both rows."""
+    from tests._support.image_server import ImageServer, url_list
+
+    server = stack.enter_context(ImageServer())
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="w7-")))
+    urls = url_list(server.base, cfg.urls)
+    url_file = workdir / "urls.txt"
+    url_file.write_text("\n".join(urls) + "\n", encoding="utf-8")
+    expected = _expected(urls)
+    log(f"  W7: {cfg.urls:,} URLs at {server.base}; {sum(v == 'ok' for v in expected.values()):,} "
+        "can succeed")  # fmt: skip
+    common = {
+        "url_file": str(url_file),
+        "size": cfg.size,
+        "quality": cfg.quality,
+        "timeout": cfg.timeout,
+        "shard_samples": cfg.shard_samples,
+        "checked_images": cfg.checked_images,
+    }
+    theirs = _System(
+        "img2dataset",
+        {**common, "processes": cfg.i2d_processes, "threads": cfg.i2d_threads},
+        workdir,
+        expected,
+    )
+    mine = _System(
+        "aioloader",
+        {**common, "in_flight": cfg.in_flight, "threads": cfg.threads},
+        workdir,
+        expected,
+    )
+    split = _System(
+        "aioloader-processes",
+        {**common, "in_flight": cfg.in_flight // 2, "threads": 1, "processes": cfg.processes},
+        workdir,
+        expected,
+    )
+    baseline_name = f"img2dataset 1.47.0: {cfg.i2d_processes} processes x {cfg.i2d_threads} threads"
+
+    def measuring(system: _System) -> Callable[[], float]:
+        def measure() -> float:
+            value = system.measure()
+            key = "pixel |diff| vs img2dataset"
+            if theirs.images and system.images and key not in system.facts:
+                system.facts[key] = _compare_images(system, theirs)
+            return value
+
+        return measure
+
+    return [
+        Case(
+            workload="W7",
+            system=baseline_name,
+            metric="images/s",
+            measure=theirs.measure,
+            baseline=True,
+            group="img2dataset",
+            note="download(..., output_format='webdataset', resize_mode='center_crop')",
+            facts=theirs.facts,
+        ),
+        Case(
+            workload="W7",
+            system=f"aioloader ingest: {cfg.in_flight} in flight, {cfg.threads} threads",
+            metric="images/s",
+            measure=measuring(mine),
+            group="aioloader",
+            note="ingest(image=ImageOptions(256, 'center_crop', reduced_decode=False)), uvloop",
+            facts=mine.facts,
+        ),
+        Case(
+            workload="W7",
+            system=f"aioloader ingest: {cfg.processes} processes x ({cfg.in_flight // 2} in "
+            "flight, 1 thread), merge_parts",
+            metric="images/s",
+            measure=measuring(split),
+            group="aioloader",
+            note="ingest(start=, stop=) per spawned process into part-0000i/, then merge_parts",
+            facts=split.facts,
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "child":
+        sys.path.insert(0, str(HERE.parent))
+        child_main(sys.argv[2:])
