@@ -93,4 +93,4 @@ def test_bench_subcommand_writes_a_new_folder(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     (folder,) = (tmp_path / "bench-results").iterdir()
     assert done.stdout.endswith(f"results in {Path('bench-results') / folder.name}\n")
-    assert json.loads((folder / "results.json").read_text())["settings"]["workloads"] == ["W4"]
+    assert json.loads((folder / "w4.json").read_text())["settings"]["workloads"] == ["W4"]
