@@ -12,6 +12,12 @@ Workloads:
   ``benchmarks/bench_object_store.py``; left out, and said so, without ``weed``/aiohttp).
 - W3: 100,000 token sequences: padding in arrival order, bucketing, packing.
 - W4: resume at step 10^9 of a shuffled epoch over 2^40 items, against torch.
+- W6 (only when named: ``--workloads W6``; minutes): 4,096 generated JPEGs from SeaweedFS,
+  direct and +20 ms per request, against LitData, MosaicML Streaming and WebDataset, each in
+  its own format. Peers: ``pip install -e '.[bench]'`` brings LitData and WebDataset; Mosaic
+  needs ``pip install --no-deps mosaicml-streaming==0.13.0`` and
+  ``pip install boto3 xxhash zstd python-snappy Brotli catalogue tqdm`` (see
+  ``benchmarks/w6_object_storage.py``); a missing peer gives a "not installed" row.
 
 Protocol: every case runs once per round, in a fixed order (A B C A B C ...); round 0 warms
 up and is dropped. The reports give medians with min-max over the kept rounds and ratios
@@ -37,13 +43,16 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
 
 import harness  # noqa: E402
 
-WORKLOADS = ("W1", "W2", "W3", "W4")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W6")
+DEFAULT_WORKLOADS = ("W1", "W2", "W3", "W4")  # W6 needs peers and minutes: named only
 TITLES = {
     "W1": "spec line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
     "W2": "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64",
     "W3": "100,000 token sequences, log-normal lengths (median 200, cap 2,048)",
     "W4": "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)",
+    "W6": "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
+    "batch 64; cold epoch",
 }
 NOTES = {
     "W1": [
@@ -67,6 +76,16 @@ NOTES = {
         "Ratios divide torch's naive resume (load and drop 10^9 batches) by each row. Rows "
         "marked extrapolated time a smaller skip and scale it linearly.",
     ],
+    "W6": [
+        "Each row runs in a fresh process per round with empty local caches: one cold epoch "
+        "(loader construction included), then a fresh loader resumed at 75% of the epoch. "
+        "Ratios: each row against WebDataset with 2 workers on the same path. Requests and "
+        "bytes are counted by the relay (+20 ms rows only); S3 CPU is the SeaweedFS "
+        "process's utime + stime over the epoch. Sample 17's tensor equals preprocess() of "
+        "its JPEG in every row (checked in every round, the warm-up included). WebDataset "
+        "has no resume: its row rebuilds the pipeline and skips 75% of each worker's samples "
+        "before decoding (still downloading them), in a different order.",
+    ],
 }
 
 
@@ -82,8 +101,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--workloads",
-        default=",".join(WORKLOADS),
-        help=f"comma-separated subset of {','.join(WORKLOADS)}",
+        default=",".join(DEFAULT_WORKLOADS),
+        help=f"comma-separated subset of {','.join(WORKLOADS)} (default: all but W6)",
     )
     args = parser.parse_args(argv)
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
@@ -160,6 +179,21 @@ def build_cases(
         notes["W4"] = w4_notes + notes["W4"]
         if quick:
             notes["W4"].append(f"Quick run: {cfg4}.")
+    if "W6" in workloads:
+        import w6_object_storage
+
+        cfg6 = (
+            w6_object_storage.W6Config(images=512, direct=False)
+            if quick
+            else w6_object_storage.W6Config()
+        )
+        log("W6: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
+        if w6_object_storage.available(log):
+            cases += w6_object_storage.cases(cfg6, log, stack)
+            if quick:
+                notes["W6"].append(f"Quick run: {cfg6}.")
+        else:
+            notes["W6"] = ["Left out: SeaweedFS (`weed`), Pillow or obstore is missing."]
     return cases, notes
 
 
@@ -235,6 +269,10 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
                 "met": "same for" in memory,
             }
         )
+    if any(c.workload == "W6" for c in cases):
+        import w6_object_storage
+
+        out += w6_object_storage.targets(cases)
     return out
 
 

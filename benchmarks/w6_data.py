@@ -148,7 +148,12 @@ def write_webdataset(folder: Path, images: int, out: Path) -> list[Path]:
         ) as writer:
             for i in range(images):
                 writer.write(
-                    {"__key__": f"{i:06d}", "jpg": read_jpeg(folder, i), "cls": label_of(i), "id": i}
+                    {
+                        "__key__": f"{i:06d}",
+                        "jpg": read_jpeg(folder, i),
+                        "cls": label_of(i),
+                        "id": i,
+                    }
                 )
         (out / ".done").touch()
     return sorted(out.glob("shard-*.tar"))

@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,8 +113,16 @@ class Relay:
 
     def __init__(self, upstream: str, delay: float) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests._support.proxy", upstream, "--delay", str(delay)]
-            + ["--uvloop", "--relay"],
+            [
+                sys.executable,
+                "-m",
+                "tests._support.proxy",
+                upstream,
+                "--delay",
+                str(delay),
+                "--uvloop",
+                "--relay",
+            ],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -126,7 +135,8 @@ class Relay:
             raise RuntimeError(f"the latency relay did not start (said {self.endpoint!r})")
 
     def counters(self) -> dict[str, int]:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.write("stats\n")
         self.process.stdin.flush()
         return dict(json.loads(self.process.stdout.readline()))
@@ -275,7 +285,7 @@ def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack
             upload(store, prepared["root"] / name, name)
     log(f"  W6: uploaded {len(keys)} WebDataset shards and the peers' formats")
     index_dir = tempfile.mkdtemp(prefix="aioloader-w6-index-")
-    stack.callback(lambda: __import__("shutil").rmtree(index_dir, ignore_errors=True))
+    stack.callback(shutil.rmtree, index_dir, ignore_errors=True)
     import aioloader
 
     aioloader.TarShards(keys, store, index_dir=index_dir)  # the prebuilt index
@@ -312,8 +322,9 @@ def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack
         if absent:
             case.error = f"not installed: {', '.join(absent)}"
         else:
-            case.measure = _measure(case, spec, relay if row.path == "+20 ms" else None,
-                                    weed_pid, reference, cfg.images)
+            case.measure = _measure(
+                case, spec, relay if row.path == "+20 ms" else None, weed_pid, reference, cfg.images
+            )
         out.append(case)
     return out
 
@@ -378,7 +389,8 @@ def run_child(
     marks: dict[str, dict[str, float]] = {}
     result: dict[str, Any] | None = None
     try:
-        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout is not None
+        assert child.stdin is not None
         for line in child.stdout:
             if line.startswith("MARK "):
                 counters: dict[str, float] = {"cpu": cpu_seconds(weed_pid)}
@@ -435,15 +447,23 @@ def targets(cases: list[Case]) -> list[dict[str, Any]]:
         ("global shuffle", pick("global shuffle"), 1.0),
     ):
         if case is None:
-            out.append({"target": f"W6: {label} images/s >= {bound}x best peer",
-                        "measured": "n/a (row missing)", "met": None})
+            out.append(
+                {
+                    "target": f"W6: {label} images/s >= {bound}x best peer",
+                    "measured": "n/a (row missing)",
+                    "met": None,
+                }
+            )
             continue
         value = median(case) / median(best)
-        out.append({
-            "target": f"W6: {label} images/s >= {bound}x best peer",
-            "measured": f"{value:.2f}x ({median(case):,.0f} vs {best.system} {median(best):,.0f})",
-            "met": value >= bound,
-        })
+        out.append(
+            {
+                "target": f"W6: {label} images/s >= {bound}x best peer",
+                "measured": f"{value:.2f}x ({median(case):,.0f} vs {best.system} "
+                f"{median(best):,.0f})",
+                "met": value >= bound,
+            }
+        )
     global_row = pick("global shuffle")
     block_row = pick("block shuffle (window")
     for fact, bound, label in (
@@ -455,28 +475,34 @@ def targets(cases: list[Case]) -> list[dict[str, Any]]:
             if case is None or fact not in case.facts:
                 continue
             value = case.facts[fact] / best_peer.facts[fact]
-            out.append({
-                "target": f"W6: {case.system.split(': ', 1)[1]}: {label}",
-                "measured": f"{value:.2f}x ({case.facts[fact]:.2f} s vs {best_peer.system} "
-                f"{best_peer.facts[fact]:.2f} s)",
-                "met": value <= bound,
-            })
+            out.append(
+                {
+                    "target": f"W6: {case.system.split(': ', 1)[1]}: {label}",
+                    "measured": f"{value:.2f}x ({case.facts[fact]:.2f} s vs {best_peer.system} "
+                    f"{best_peer.facts[fact]:.2f} s)",
+                    "met": value <= bound,
+                }
+            )
     requests_peer = min(peers, key=lambda c: c.facts.get("requests/epoch", float("inf")))
     for case in (global_row, block_row):
         if case is None:
             continue
         cpu = case.facts.get("S3 CPU-s per 1k images")
-        out.append({
-            "target": f"W6: {case.system.split(': ', 1)[1]}: S3 CPU <= 0.15 s per 1k images",
-            "measured": f"{cpu:.3f} s" if cpu is not None else "n/a",
-            "met": None if cpu is None else cpu <= 0.15,
-        })
+        out.append(
+            {
+                "target": f"W6: {case.system.split(': ', 1)[1]}: S3 CPU <= 0.15 s per 1k images",
+                "measured": f"{cpu:.3f} s" if cpu is not None else "n/a",
+                "met": None if cpu is None else cpu <= 0.15,
+            }
+        )
         if case is block_row:
             n = case.facts.get("requests/epoch")
             theirs = requests_peer.facts.get("requests/epoch")
-            out.append({
-                "target": "W6: block shuffle requests/epoch <= best peer's",
-                "measured": f"{n} vs {requests_peer.system} {theirs}",
-                "met": None if n is None or theirs is None else n <= theirs,
-            })
+            out.append(
+                {
+                    "target": "W6: block shuffle requests/epoch <= best peer's",
+                    "measured": f"{n} vs {requests_peer.system} {theirs}",
+                    "met": None if n is None or theirs is None else n <= theirs,
+                }
+            )
     return out

@@ -68,15 +68,21 @@ def import_streaming() -> Any:
             if prefix not in sys.modules:
                 sys.modules[prefix] = types.ModuleType(prefix)
                 if i > 1:
-                    setattr(sys.modules[".".join(parts[: i - 1])], parts[i - 1], sys.modules[prefix])
+                    setattr(
+                        sys.modules[".".join(parts[: i - 1])], parts[i - 1], sys.modules[prefix]
+                    )
         for key, value in attrs.items():
             setattr(sys.modules[name], key, value)
 
     if "streaming" in sys.modules:
         return sys.modules["streaming"]
     if importlib.util.find_spec("transformers") is None:
-        stub("transformers.feature_extraction_utils", BatchFeature=type("BatchFeature", (dict,), {}))
-        stub("transformers.tokenization_utils_base", BatchEncoding=type("BatchEncoding", (dict,), {}))
+        stub(
+            "transformers.feature_extraction_utils", BatchFeature=type("BatchFeature", (dict,), {})
+        )
+        stub(
+            "transformers.tokenization_utils_base", BatchEncoding=type("BatchEncoding", (dict,), {})
+        )
         stub("transformers.models.auto.tokenization_auto", AutoTokenizer=object)
     if importlib.util.find_spec("torchvision") is None:
         stub("torchvision.datasets", VisionDataset=type("VisionDataset", (), {}), CIFAR10=object)
