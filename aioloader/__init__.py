@@ -14,6 +14,7 @@ from ._errors import SourceError as SourceError
 from .core import BatchAugmentation as BatchAugmentation
 from .core import BatchPlan as BatchPlan
 from .core import BatchRng as BatchRng
+from .core import BlockShuffledSampler as BlockShuffledSampler
 from .core import BucketedSampler as BucketedSampler
 from .core import BufferPool as BufferPool
 from .core import DistributedSampler as DistributedSampler
@@ -82,6 +83,7 @@ __all__ = (
     "BatchPlan",
     "BatchRng",
     "BatchStream",
+    "BlockShuffledSampler",
     "BucketedSampler",
     "BufferPool",
     "BufferReleasedError",

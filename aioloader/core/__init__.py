@@ -3,6 +3,7 @@
 Synchronous, numpy only, no I/O and no threads of its own.
 """
 
+from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
 from ._digest import digest_batch as digest_batch
 from ._digest import digest_stream as digest_stream
 from ._image_ops import BatchAugmentation as BatchAugmentation
@@ -61,6 +62,7 @@ __all__ = (
     "BatchPlan",
     "BatchRng",
     "BatchState",
+    "BlockShuffledSampler",
     "BucketedSampler",
     "BufferPool",
     "DistributedSampler",

@@ -4,7 +4,11 @@ Each shard is indexed once (see ``_tar_index`` for the rules: formats, grouping 
 rejected names). The index may be saved as JSON in ``index_dir`` (the shards' own directory
 puts it beside them) and is reused while the shard's size and version tag are unchanged.
 After that a sample costs one ranged read covering its members: a positional read for a
-local file, a ranged GET for an object store.
+local file, a ranged GET for an object store. A batch (``get_samples``) coalesces the spans
+of its samples: spans of one shard closer than ``coalesce_gap`` bytes are read with one
+request (up to ``max_request_bytes``), so a batch that lies in one shard region costs one
+GET. With ``cache=KnownFutureCache(...)`` batches go through the cache, which also reads
+ahead what the next steps of the plan need.
 
 A sample is a dict: ``{"__key__": key, field: bytes, ...}``, passed through ``decode``.
 """
@@ -20,7 +24,10 @@ from typing import Any, Generic, TypeVar, overload
 
 import anyio
 
+from .._compat import add_note
 from .._errors import MalformedShardError, ObjectNotFoundError, SourceError
+from ._cache import KnownFutureCache
+from ._coalesce import ByteRange, check_coalescing, coalesce
 from ._concurrency import PerLoop, gather_ordered
 from ._decode import decode_named
 from ._local import check_index
@@ -41,7 +48,10 @@ TarSample = dict[str, Any]
 """``{"__key__": str, field: bytes, ...}``."""
 
 LOCAL_WINDOW = 64 * 1024
-REMOTE_WINDOW = 1024 * 1024
+REMOTE_CHUNK = 4 << 20
+"""Bytes per ranged GET while indexing a shard in an object store."""
+REMOTE_AHEAD = 4
+"""Chunks of one shard fetched in parallel ahead of the header scan."""
 
 
 def decode_tar_sample(sample: TarSample, index: int) -> TarSample:
@@ -76,7 +86,9 @@ def _pread_exact(path: str, start: int, end: int) -> bytes:
 class TarShards(Generic[SampleT]):
     """Samples from WebDataset tar shards on a local disk or in an obstore store.
 
-    Indices are built (or loaded) here, blocking, several shards at a time.
+    Indices are built (or loaded) here, blocking, ``index_threads`` shards at a time; a
+    shard in an object store is read in chunks of 4 MiB, four of them in flight ahead of
+    the header scan.
 
     Args:
         shards: Local paths (``store`` is None) or object keys, in order; sample indices
@@ -89,6 +101,11 @@ class TarShards(Generic[SampleT]):
         timeout: Seconds per request to the store.
         retries: Retry policy of the store's requests.
         index_threads: Shards indexed at the same time.
+        coalesce_gap: A batch's spans of one shard closer than this many bytes are read
+            with one request.
+        max_request_bytes: Largest coalesced read.
+        cache: A ``KnownFutureCache`` that batches are read through (call its ``plan``
+            with the loader's sampler, seed and start step).
     """
 
     @overload
@@ -102,6 +119,9 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
+        coalesce_gap: int = 1 << 20,
+        max_request_bytes: int = 64 << 20,
+        cache: KnownFutureCache | None = None,
     ) -> None: ...
 
     @overload
@@ -116,6 +136,9 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
+        coalesce_gap: int = 1 << 20,
+        max_request_bytes: int = 64 << 20,
+        cache: KnownFutureCache | None = None,
     ) -> None: ...
 
     def __init__(
@@ -129,6 +152,9 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
+        coalesce_gap: int = 1 << 20,
+        max_request_bytes: int = 64 << 20,
+        cache: KnownFutureCache | None = None,
     ) -> None:
         if isinstance(shards, (str, os.PathLike)):
             raise TypeError("shards must be a sequence of paths or keys but got a single one")
@@ -149,6 +175,11 @@ class TarShards(Generic[SampleT]):
             raise TypeError(f"index_threads must be an int but got {index_threads!r}")
         if index_threads < 1:
             raise ValueError(f"index_threads must be >= 1 but got {index_threads}")
+        self.coalesce_gap, self.max_request_bytes = check_coalescing(
+            coalesce_gap, max_request_bytes
+        )
+        if cache is not None and not isinstance(cache, KnownFutureCache):
+            raise TypeError(f"cache must be a KnownFutureCache but got {type(cache).__name__}")
         self.shards: tuple[str, ...] = tuple(names)
         self.decode = decode
         self.store = store
@@ -161,12 +192,23 @@ class TarShards(Generic[SampleT]):
         )
         self._threads = PerLoop(lambda: anyio.CapacityLimiter(max_concurrency))
         self.index_dir = None if index_dir is None else Path(index_dir)
-        with ThreadPoolExecutor(min(index_threads, len(names))) as pool:
+        shard_threads = min(index_threads, len(names))
+        with (
+            ThreadPoolExecutor(shard_threads) as pool,
+            ThreadPoolExecutor(shard_threads * max(1, REMOTE_AHEAD)) as chunk_pool,
+        ):
+            self._chunk_pool = chunk_pool
             self.indices: tuple[ShardIndex, ...] = tuple(pool.map(self._index, names))
+        del self._chunk_pool
         starts = [0]
         for index in self.indices:
             starts.append(starts[-1] + len(index.samples))
         self._starts = starts
+        self._shard_numbers = {name: number for number, name in enumerate(names)}
+        self._span_bounds: dict[int, tuple[list[int], list[int]]] = {}
+        self.cache = cache
+        if cache is not None:
+            cache.bind(self)
 
     def _index(self, shard: str) -> ShardIndex:
         if self.reader is None:
@@ -189,14 +231,19 @@ class TarShards(Generic[SampleT]):
             def fetch(start: int, end: int) -> bytes:
                 return reader.read_sync(shard, start, end)
 
-            window = REMOTE_WINDOW
+            window = REMOTE_CHUNK
         saved = None
         if self.index_dir is not None:
             saved = self.index_dir / index_json_name(shard, identity)
             loaded = load_index(saved, shard, size, tag)
             if loaded is not None:
                 return loaded
-        index = build_index(fetch, size, tag, shard, window)
+        if self.reader is None:
+            index = build_index(fetch, size, tag, shard, window)
+        else:  # chunks fetched ahead, in parallel: about one latency per shard, not per MiB
+            index = build_index(
+                fetch, size, tag, shard, window, pool=self._chunk_pool, ahead=REMOTE_AHEAD
+            )
         if saved is not None:
             save_index(saved, index)
         return index
@@ -218,35 +265,97 @@ class TarShards(Generic[SampleT]):
         shard = bisect.bisect_right(self._starts, position) - 1
         return self.shards[shard], self.indices[shard].samples[position - self._starts[shard]]
 
-    async def read_sample(self, index: int) -> TarSample:
-        """The undecoded sample dict at ``index``: one ranged read of its members."""
+    def span_of(self, index: int) -> ByteRange:
+        """``(shard, start, end)``: the bytes holding sample ``index``'s members."""
         shard, entry = self.locate(index)
         start, end = entry.span
+        return shard, start, end
+
+    def indices_within(self, key: str, start: int, end: int) -> range:
+        """The samples of shard ``key`` whose spans lie inside bytes ``[start, end)``."""
+        number = self._shard_numbers[key]
+        bounds = self._span_bounds.get(number)
+        if bounds is None:
+            spans = [entry.span for entry in self.indices[number].samples]
+            bounds = self._span_bounds[number] = ([a for a, _ in spans], [b for _, b in spans])
+        first = bisect.bisect_left(bounds[0], start)
+        stop = bisect.bisect_right(bounds[1], end)
+        base = self._starts[number]
+        return range(base + first, base + max(first, stop))
+
+    async def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of shard ``key``: one positional read or ranged GET."""
         if start == end:
-            data = b""
-        elif self.reader is None:
-            data = await anyio.to_thread.run_sync(
-                _pread_exact, shard, start, end, limiter=self._threads.get()
+            return b""
+        if self.reader is None:
+            return await anyio.to_thread.run_sync(
+                _pread_exact, key, start, end, limiter=self._threads.get()
             )
-        else:
-            data = await self.reader.read(shard, start, end)
-            if len(data) != end - start:
-                raise MalformedShardError(
-                    f"shard {shard!r} returned {len(data)} bytes for [{start}, {end}): "
-                    "it changed since it was indexed"
-                )
+        data = await self.reader.read(key, start, end)
+        if len(data) != end - start:
+            raise MalformedShardError(
+                f"shard {key!r} returned {len(data)} bytes for [{start}, {end}): "
+                "it changed since it was indexed"
+            )
+        return data
+
+    def _assemble(self, index: int, data: bytes) -> TarSample:
+        _, entry = self.locate(index)
+        start = entry.span[0]
         sample: TarSample = {"__key__": entry.key}
         for field, offset, size in entry.fields:
             sample[field] = data[offset - start : offset - start + size]
         return sample
 
-    async def get_sample(self, index: int) -> SampleT:
-        """Read sample ``index`` and pass it through ``decode``."""
-        sample = await self.read_sample(index)
+    async def read_sample(self, index: int) -> TarSample:
+        """The undecoded sample dict at ``index``: one ranged read of its members."""
+        if self.cache is not None:
+            (data,) = await self.cache.read([index])
+        else:
+            data = await self.read_range(*self.span_of(index))
+        return self._assemble(index, data)
+
+    async def read_samples(self, indices: Sequence[int]) -> list[TarSample]:
+        """The undecoded sample dicts of one batch, read with coalesced ranges."""
+        if self.cache is not None:
+            datas = await self.cache.read(indices)
+            return [self._assemble(i, d) for i, d in zip(indices, datas, strict=True)]
+        spans = {int(index): self.span_of(index) for index in indices}
+        ranges = coalesce(spans.values(), self.coalesce_gap, self.max_request_bytes)
+
+        async def read_one(byte_range: ByteRange) -> bytes:
+            try:
+                return await self.read_range(*byte_range)
+            except Exception as error:
+                carried = [i for i, span in spans.items() if _inside(span, byte_range)]
+                add_note(error, f"aioloader: the read carried dataset indices {carried}")
+                raise
+
+        chunks = await gather_ordered(read_one, ranges)
+        samples = []
+        for index in indices:
+            key, start, end = spans[int(index)]
+            for (chunk_key, chunk_start, chunk_end), chunk in zip(ranges, chunks, strict=True):
+                if chunk_key == key and chunk_start <= start and end <= chunk_end:
+                    data = chunk[start - chunk_start : end - chunk_start]
+                    break
+            samples.append(self._assemble(int(index), data))
+        return samples
+
+    def _decode(self, index: int, sample: TarSample) -> SampleT:
         name = f"sample {sample['__key__']!r} of shard {self.locate(index)[0]!r}"
         result: SampleT = decode_named(self.decode, sample, index, name)
         return result
 
+    async def get_sample(self, index: int) -> SampleT:
+        """Read sample ``index`` and pass it through ``decode``."""
+        return self._decode(index, await self.read_sample(index))
+
     async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:
-        """Read one batch's samples concurrently; results in the order of ``indices``."""
-        return await gather_ordered(self.get_sample, indices)
+        """Read one batch (coalesced, or through the cache); results in the order of ``indices``."""
+        samples = await self.read_samples(indices)
+        return [self._decode(int(i), sample) for i, sample in zip(indices, samples, strict=True)]
+
+
+def _inside(span: ByteRange, byte_range: ByteRange) -> bool:
+    return span[0] == byte_range[0] and byte_range[1] <= span[1] and span[2] <= byte_range[2]

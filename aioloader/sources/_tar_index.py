@@ -28,6 +28,7 @@ import json
 import os
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -283,10 +284,83 @@ class WindowReader:
         return self._data[offset - self._start : end - self._start]
 
 
+class ReadAheadReader:
+    """``read(offset, n)`` for a forward scan, served from chunks fetched ahead in parallel.
+
+    The shard is cut into chunks of ``chunk`` bytes; while the scan reads chunk ``c``,
+    chunks up to ``c + ahead`` are on their way in ``pool``, so a scan of a remote shard
+    waits for about one request's latency, not one per chunk. Chunks behind the scan are
+    dropped: at most ``ahead + 1`` chunks are held. Chunks that lie wholly inside a member's
+    data and were not yet requested are never read (large members cost no bytes).
+    """
+
+    def __init__(
+        self,
+        fetch: Callable[[int, int], bytes],
+        size: int,
+        chunk: int,
+        ahead: int,
+        pool: Executor,
+    ) -> None:
+        self._fetch = fetch
+        self._size = size
+        self._chunk = chunk
+        self._ahead = ahead
+        self._pool = pool
+        self._chunks = -(-size // chunk)
+        self._futures: dict[int, Future[bytes]] = {}
+        self._scheduled = 0
+
+    def _schedule(self, first: int, through: int) -> None:
+        self._scheduled = max(self._scheduled, first)  # members larger than chunks: skipped
+        while self._scheduled <= min(through, self._chunks - 1):
+            start = self._scheduled * self._chunk
+            end = min(self._size, start + self._chunk)
+            self._futures[self._scheduled] = self._pool.submit(self._fetch, start, end)
+            self._scheduled += 1
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)``; fewer only at the end of the shard."""
+        end = min(self._size, offset + length)
+        if end <= offset:
+            return b""
+        first, last = offset // self._chunk, (end - 1) // self._chunk
+        self._schedule(first, last + self._ahead)
+        for stale in [c for c in self._futures if c < first]:
+            del self._futures[stale]
+        data = b"".join(self._futures[c].result() for c in range(first, last + 1))
+        base = first * self._chunk
+        return data[offset - base : end - base]
+
+    def close(self) -> None:
+        """Cancel the chunks not started and forget the rest."""
+        for future in self._futures.values():
+            future.cancel()
+        self._futures.clear()
+
+
 def build_index(
-    fetch: Callable[[int, int], bytes], size: int, tag: str, shard: str, window: int
+    fetch: Callable[[int, int], bytes],
+    size: int,
+    tag: str,
+    shard: str,
+    window: int,
+    *,
+    pool: Executor | None = None,
+    ahead: int = 0,
 ) -> ShardIndex:
-    """Index a shard of ``size`` bytes; ``fetch(start, end)`` returns its bytes ``[start, end)``."""
+    """Index a shard of ``size`` bytes; ``fetch(start, end)`` returns its bytes ``[start, end)``.
+
+    With a ``pool`` and ``ahead > 0`` the shard is read in chunks of ``window`` bytes,
+    ``ahead`` of them fetched in parallel in front of the scan (``ReadAheadReader``).
+    """
+    if pool is not None and ahead > 0:
+        ahead_reader = ReadAheadReader(fetch, size, window, ahead, pool)
+        try:
+            samples = group_samples(iter_members(ahead_reader, size, shard), shard)
+        finally:
+            ahead_reader.close()
+        return ShardIndex(shard, size, tag, samples)
     reader = WindowReader(fetch, size, window)
     samples = group_samples(iter_members(reader, size, shard), shard)
     return ShardIndex(shard, size, tag, samples)

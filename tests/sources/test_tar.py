@@ -6,6 +6,7 @@ import io
 import json
 import re
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from aioloader import MalformedShardError, ObjectNotFoundError
 from aioloader._protocols import BatchedDataset
 from aioloader.sources._tar import TarShards
-from aioloader.sources._tar_index import _number, split_name
+from aioloader.sources._tar_index import _number, build_index, split_name
 from tests._support.s3 import S3Info
 
 Members = list[tuple[str, bytes]]
@@ -103,8 +104,23 @@ async def test_shards_in_s3_give_the_original_samples(s3_server: S3Info, s3_pref
     assert await source.get_samples(list(range(18))) == want
     after = source.statistics()
     assert after is not None
-    assert after.requests - before.requests == 18  # one ranged GET per sample
+    assert after.requests - before.requests == 2  # one coalesced ranged GET per shard
     assert await source.get_sample(10) == want[10]
+    single = TarShards(keys, store, coalesce_gap=0)  # tar headers lie between samples
+    before = single.statistics()
+    assert before is not None
+    assert await single.get_samples([0, 2, 4, 9, 3]) == [want[i] for i in (0, 2, 4, 9, 3)]
+    after = single.statistics()
+    assert after is not None
+    assert after.requests - before.requests == 5  # one ranged GET per sample
+    capped = TarShards(keys, store, max_request_bytes=20_000)
+    before = capped.statistics()
+    assert before is not None
+    assert await capped.get_samples(list(range(18))) == want
+    after = capped.statistics()
+    assert after is not None
+    assert after.requests - before.requests == 5  # ranges of at most 20,000 bytes
+    assert after.bytes_read - before.bytes_read == 80300  # the headers between them skipped
 
 
 def test_index_is_saved_reused_and_rebuilt_when_the_shard_changes(tmp_path: Path) -> None:
@@ -324,3 +340,42 @@ def test_cut_or_corrupt_shards_fail_cleanly(
         assert keys == [key for key, _ in samples][: len(keys)]
         got = anyio.run(source.get_samples, list(range(len(source))))
         assert got == expected([samples[: len(keys)]])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=8),
+    chunk=st.sampled_from([512, 700, 4096, 1 << 20]),
+    ahead=st.integers(1, 3),
+)
+def test_read_ahead_indexing_equals_the_window_scan(
+    sizes: list[int], chunk: int, ahead: int
+) -> None:
+    raw = tar_bytes([(f"s{i}.bin", bytes([i % 256]) * n) for i, n in enumerate(sizes)])
+    fetched: list[tuple[int, int]] = []
+
+    def fetch(start: int, end: int) -> bytes:
+        fetched.append((start, end))
+        return raw[start:end]
+
+    with ThreadPoolExecutor(4) as pool:
+        ahead_index = build_index(fetch, len(raw), "t", "x.tar", chunk, pool=pool, ahead=ahead)
+    window_index = build_index(lambda a, b: raw[a:b], len(raw), "t", "x.tar", 64 * 1024)
+    assert ahead_index == window_index
+    assert all(end - start <= chunk for start, end in fetched)
+
+
+def test_read_ahead_skips_the_chunks_inside_large_members() -> None:
+    raw = tar_bytes([("a.bin", b"x" * 100_000), ("b.bin", b"y" * 100_000)], tarfile.USTAR_FORMAT)
+    fetched: list[tuple[int, int]] = []
+
+    def fetch(start: int, end: int) -> bytes:
+        fetched.append((start, end))
+        return raw[start:end]
+
+    with ThreadPoolExecutor(2) as pool:
+        index = build_index(fetch, len(raw), "t", "x.tar", 4096, pool=pool, ahead=1)
+    assert [s.key for s in index.samples] == ["a", "b"]
+    # header chunk, its read-ahead neighbour, then the chunks holding the next headers only
+    assert sum(end - start for start, end in fetched) <= 8 * 4096
+    assert len(raw) > 200_000
