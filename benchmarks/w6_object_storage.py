@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import w6_data
+import w6_systems
 from harness import Case
 
 HERE = Path(__file__).resolve().parent
@@ -250,7 +251,11 @@ def rows(cfg: W6Config, keys: list[str], index_dir: str, dataset_bytes: int) -> 
                     "BlockShuffledSampler(window=4): reads of a batch coalesce into ranged GETs",
                 )
             )
-        if lib_has("BlockShuffledSampler", "sources.KnownFutureCache") and path == "+20 ms":
+        if (
+            lib_has("BlockShuffledSampler")
+            and w6_systems.known_future_cache() is not None
+            and path == "+20 ms"
+        ):
             out.append(
                 Row(
                     f"{path}: aioloader block shuffle + known-future cache (25%)",
@@ -366,7 +371,12 @@ def _measure(
         case.facts["exactly once"] = once[-1] if len(set(once)) == 1 else "; ".join(once)
         case.facts["resume"] = result["resume_how"]
         if "cache" in result:
-            case.facts["cache"] = json.dumps(result["cache"])
+            c = result["cache"]
+            looked = c["hits"] + c["misses"]
+            case.facts["cache"] = (
+                f"hit rate {c['hits'] / looked:.0%}, {c['requests']} GETs, "
+                f"peak {c['peak_bytes'] / 1e6:.0f} of {c['max_bytes'] / 1e6:.0f} MB"
+            )
         return images / result["seconds"]
 
     return measure

@@ -30,6 +30,7 @@ normalise, CHW float32) and ``w6_data.collate`` on each batch of 64; every loade
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -252,7 +253,21 @@ def _mosaic_loader(spec: dict[str, Any], cache: Path) -> Any:
     )
 
 
-def _aioloader_parts(spec: dict[str, Any]) -> tuple[Any, Any]:
+def known_future_cache() -> Any:
+    """``aioloader.sources.KnownFutureCache``, or None where this aioloader lacks it."""
+    import aioloader.sources
+
+    found = getattr(aioloader.sources, "KnownFutureCache", None)
+    if found is None:
+        try:
+            from aioloader.sources import _cache
+        except ImportError:
+            return None
+        found = getattr(_cache, "KnownFutureCache", None)
+    return found
+
+
+def _aioloader_parts(spec: dict[str, Any], start_step: int = 0) -> tuple[Any, Any]:
     import aioloader
     from tests._support.s3 import S3Info
 
@@ -261,12 +276,13 @@ def _aioloader_parts(spec: dict[str, Any]) -> tuple[Any, Any]:
     )
     store = info.store(max_retries=2)
     options: dict[str, Any] = {}
+    cache = None
     if spec.get("cache_fraction"):
-        cache_type = aioloader.sources.KnownFutureCache  # type: ignore[attr-defined]
-        options["cache"] = cache_type(
+        cache = known_future_cache()(
             max_bytes=int(spec["dataset_bytes"] * spec["cache_fraction"]),
             policy=spec.get("cache_policy", "belady"),
         )
+        options["cache"] = cache
     shards = aioloader.TarShards(
         spec["keys"],
         store,
@@ -276,11 +292,13 @@ def _aioloader_parts(spec: dict[str, Any]) -> tuple[Any, Any]:
     )
     if spec.get("sampler") == "block":
         sizes = [len(index.samples) for index in shards.indices]
-        sampler = aioloader.BlockShuffledSampler(  # type: ignore[attr-defined]
+        sampler: Any = aioloader.BlockShuffledSampler(  # type: ignore[attr-defined]
             sizes, spec["batch"], window=spec.get("window", 4), drop_last=True
         )
     else:
         sampler = aioloader.ShuffledSampler(len(shards), spec["batch"])
+    if cache is not None:
+        cache.plan(sampler, spec["seed"], start_step)
     loader = aioloader.DataLoader(
         shards,
         sampler,
@@ -333,9 +351,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             async with loader.stream(0, steps) as stream:
                 async for batch in stream:
                     epoch.take(batch)
-            stats = getattr(getattr(shards, "cache", None), "statistics", None)
-            if stats is not None:
-                extra["cache"] = {k: v for k, v in vars(stats()).items() if _plain(v)}
+            cache = getattr(shards, "cache", None)
+            if cache is not None:
+                stats = dataclasses.asdict(cache.statistics())
+                extra["cache"] = {k: v for k, v in stats.items() if _plain(v)}
 
         _run_async(consume)
     seconds = time.perf_counter() - started
@@ -382,7 +401,7 @@ def _resume(spec: dict[str, Any], state: Any, resume_step: int) -> tuple[float, 
         raise RuntimeError(f"{system} gave no batch after resuming")
 
     async def first_batch() -> float:
-        _, loader = _aioloader_parts(spec)
+        _, loader = _aioloader_parts(spec, start_step=resume_step)
         loader.load_state_dict({"seed": spec["seed"], "next_step": resume_step})
         async for _ in loader:
             return time.perf_counter() - started
