@@ -60,6 +60,8 @@ from .core import split_global_step as split_global_step
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
 from .engine import LoaderStatistics as LoaderStatistics
+from .sources import CacheStatistics as CacheStatistics
+from .sources import KnownFutureCache as KnownFutureCache
 from .sources import LocalFiles as LocalFiles
 from .sources import ObjectStore as ObjectStore
 from .sources import RetryPolicy as RetryPolicy
@@ -71,6 +73,8 @@ from .sources import decode_npy as decode_npy
 __version__ = "0.1.0"
 
 __all__ = (
+    "CacheStatistics",
+    "KnownFutureCache",
     "LocalFiles",
     "ObjectStore",
     "RetryPolicy",

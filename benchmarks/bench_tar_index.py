@@ -3,8 +3,9 @@
     python -m benchmarks.bench_tar_index [--samples 2048] [--shards 8] [--rounds 3]
 
 Rows, interleaved per round, medians printed: the index loaded from ``index_dir``; the
-index built on the fly (chunks read ahead in parallel, the default); and the index built
-as before this change (1 MiB windows, one at a time per shard). A first batch is
+index built on the fly (chunks read ahead in parallel, the default); the same with a
+``KnownFutureCache`` that keeps what indexing read (the first batch is then served from
+it); and the index built as before (1 MiB windows, one at a time per shard). A first batch is
 ``TarShards(...)`` plus ``get_samples`` of the first global-shuffle batch of 64.
 """
 
@@ -22,7 +23,7 @@ import numpy as np
 import obstore
 
 from aioloader.core import ShuffledSampler
-from aioloader.sources import _tar
+from aioloader.sources import KnownFutureCache, _tar
 from aioloader.sources._tar import TarShards
 from tests._support.relay import LatencyRelay
 from tests._support.s3 import SeaweedServer
@@ -57,8 +58,14 @@ def main() -> None:
         with LatencyRelay(server.info.endpoint, delay=0.02) as relay:
             store = server.info.store(endpoint=relay.endpoint)
             TarShards(keys, store, index_dir=index_dir)  # writes the saved indices
-            first = ShuffledSampler(per * args.shards, 64).indices(0, 0, 0).tolist()
-            times: dict[str, list[float]] = {"prebuilt": [], "on the fly": [], "before": []}
+            sampler = ShuffledSampler(per * args.shards, 64)
+            first = sampler.indices(0, 0, 0).tolist()
+            times: dict[str, list[float]] = {
+                "prebuilt": [],
+                "on the fly": [],
+                "on the fly, cache": [],
+                "before": [],
+            }
             for _ in range(args.rounds):
                 for row in times:
                     _tar.REMOTE_CHUNK, _tar.REMOTE_AHEAD = (
@@ -66,16 +73,25 @@ def main() -> None:
                     )
                     fresh = server.info.store(endpoint=relay.endpoint)  # no warm connections
                     started = time.perf_counter()
+                    cache = KnownFutureCache(1 << 30) if row.endswith("cache") else None
                     source = TarShards(
-                        keys, fresh, index_dir=index_dir if row == "prebuilt" else None
+                        keys,
+                        fresh,
+                        index_dir=index_dir if row == "prebuilt" else None,
+                        cache=cache,
                     )
+                    if cache is not None:
+                        cache.plan(sampler, 0, 0)
                     anyio.run(source.get_samples, first)
                     times[row].append(time.perf_counter() - started)
             del store
     medians = {row: statistics.median(values) for row, values in times.items()}
     for row, value in medians.items():
-        print(f"{row:12s} median {value:.3f} s  all {[round(v, 3) for v in times[row]]}")
+        print(f"{row:18s} median {value:.3f} s  all {[round(v, 3) for v in times[row]]}")
     print(f"on the fly / prebuilt = {medians['on the fly'] / medians['prebuilt']:.2f}")
+    print(
+        f"on the fly, cache / prebuilt = {medians['on the fly, cache'] / medians['prebuilt']:.2f}"
+    )
     print(f"before / prebuilt = {medians['before'] / medians['prebuilt']:.2f}")
 
 

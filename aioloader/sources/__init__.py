@@ -1,5 +1,7 @@
 """Data sources: each implements the dataset protocol and knows nothing of the engine."""
 
+from ._cache import CacheStatistics as CacheStatistics
+from ._cache import KnownFutureCache as KnownFutureCache
 from ._decode import decode_bytes as decode_bytes
 from ._decode import decode_npy as decode_npy
 from ._local import LocalFiles as LocalFiles
@@ -13,6 +15,8 @@ from ._tar import TarShards as TarShards
 from ._tar import decode_tar_sample as decode_tar_sample
 
 __all__ = (
+    "CacheStatistics",
+    "KnownFutureCache",
     "LocalFiles",
     "ObjectReader",
     "ObjectStore",

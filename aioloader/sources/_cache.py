@@ -18,24 +18,25 @@ recency. Entries are the byte spans of samples; ``current_bytes`` never exceeds
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import anyio
 
-from ..core._check import as_int, u64
+from ..core._check import as_int
 from ._coalesce import ByteRange, check_coalescing, coalesce
 from ._concurrency import gather_ordered
+from ._known_future import NEVER, KnownFuture, check_sampler
 
 __all__ = ("CacheStatistics", "KnownFutureCache", "RangeSource")
 
 Policy = Literal["belady", "lru"]
-NEVER = 1 << 62
-"""Next use of an entry that the known future does not read again."""
 
 
 class RangeSource(Protocol):
@@ -109,6 +110,48 @@ class _Pending:
         self.data: bytes | None = None
 
 
+class _Budget:
+    """Bytes the cache could still take for samples first needed at a given step.
+
+    A sample needed at step ``t`` can only displace entries needed after ``t``, so it fits
+    when the entries needed by ``t``, plus what this read already took, leave room for it.
+    Reads ahead and range growth stop at the first sample that would not fit: fetching it
+    would cost bytes that the cache then drops.
+    """
+
+    __slots__ = ("_held", "_limit", "_reserved", "_times")
+
+    def __init__(self, limit: int, uses: list[tuple[int, int]]) -> None:
+        uses.sort()
+        self._times = [when for when, _ in uses]
+        self._held = list(itertools.accumulate(size for _, size in uses))
+        self._limit = limit
+        self._reserved = 0
+
+    def _held_by(self, when: int) -> int:
+        count = bisect.bisect_right(self._times, when)
+        return self._held[count - 1] if count else 0
+
+    def take(self, when: int, size: int) -> bool:
+        """Reserve ``size`` bytes for a sample first needed at step ``when``, if they fit."""
+        return self.take_all([(when, size)])
+
+    def take_all(self, uses: list[tuple[int, int]]) -> bool:
+        """Reserve room for every ``(when, size)``, or for none of them."""
+        reserved = self._reserved
+        for when, size in sorted(uses):
+            reserved += size
+            if self._held_by(when) + reserved > self._limit:
+                return False
+        self._reserved = reserved
+        return True
+
+
+def _size(source: RangeSource, unit: int) -> int:
+    _, start, end = source.span_of(unit)
+    return end - start
+
+
 class KnownFutureCache:
     """Bounded cache of sample bytes in front of a ``TarShards``, driven by the plan.
 
@@ -127,6 +170,9 @@ class KnownFutureCache:
             per step of the horizon.
         coalesce_gap: Ranges of one object closer than this many bytes are read together.
         max_request_bytes: Largest coalesced read.
+        fill_steps: A read grows over the neighbouring samples of its shard that steps up
+            to this many ahead will read (default ``4 * lookahead_steps``): a shard that
+            the next steps read densely, as under a block shuffle, costs one GET.
     """
 
     def __init__(
@@ -136,8 +182,9 @@ class KnownFutureCache:
         lookahead_steps: int = 16,
         policy: Policy = "belady",
         horizon_steps: int | None = None,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
+        fill_steps: int | None = None,
     ) -> None:
         self.max_bytes = as_int("max_bytes", max_bytes)
         if self.max_bytes < 1:
@@ -155,6 +202,11 @@ class KnownFutureCache:
             if horizon_steps < 1:
                 raise ValueError(f"horizon_steps must be an integer >= 1 but got {horizon_steps}")
         self.horizon_steps = horizon_steps
+        if fill_steps is not None:
+            fill_steps = as_int("fill_steps", fill_steps)
+            if fill_steps < 0:
+                raise ValueError(f"fill_steps must be an integer >= 0 but got {fill_steps}")
+        self.fill_steps = 4 * self.lookahead_steps if fill_steps is None else fill_steps
         self.coalesce_gap, self.max_request_bytes = check_coalescing(
             coalesce_gap, max_request_bytes
         )
@@ -171,19 +223,9 @@ class KnownFutureCache:
         self._evicted_bytes = self._evictions = 0
         self._prefetched = self._prefetch_hits = self._matched = 0
         self._lead_total = 0.0
-        self._horizon = 0
-        self._reset_plan(None, 0, 0)
+        self._future: KnownFuture | None = None
 
     # -- the plan ---------------------------------------------------------------------
-
-    def _reset_plan(self, sampler: Any, seed: int, start_step: int) -> None:
-        self._sampler = sampler
-        self._seed = seed
-        self._cursor = self._planned_until = start_step
-        self._consumed: set[int] = set()
-        self._future: dict[int, deque[int]] = {}
-        self._by_hash: dict[int, list[int]] = {}
-        self._memo: dict[int, list[int]] = {}
 
     def bind(self, source: RangeSource) -> None:
         """Serve ``source`` (done by ``TarShards(..., cache=cache)``); one source per cache."""
@@ -198,98 +240,34 @@ class KnownFutureCache:
         entries already held are kept. ``sampler`` is the one the loader uses (a
         ``RankSlice`` on a rank), with the loader's ``seed``.
         """
-        if not callable(getattr(sampler, "indices", None)) or not hasattr(
-            sampler, "steps_per_epoch"
-        ):
-            raise TypeError(
-                "sampler must have steps_per_epoch and indices(seed, epoch, step) "
-                f"but got {type(sampler).__name__}"
-            )
-        if sampler.steps_per_epoch < 1:
-            raise ValueError(f"sampler has steps_per_epoch = {sampler.steps_per_epoch}")
-        self._reset_plan(sampler, u64("seed", seed), u64("start_step", start_step))
-        self._horizon = (
+        check_sampler(sampler)
+        horizon = (
             self.horizon_steps
             if self.horizon_steps is not None
             else int(sampler.steps_per_epoch) + self.lookahead_steps
         )
+        self._future = None
+        self._future = KnownFuture(
+            sampler, seed, start_step, horizon, max(256, 4 * self.lookahead_steps), self._changed
+        )
         self._rebuild_heap()
-        self._extend()
 
-    def _step_indices(self, step: int) -> list[int]:
-        memo = self._memo.get(step)
-        if memo is None:
-            epoch, in_epoch = divmod(step, int(self._sampler.steps_per_epoch))
-            memo = [int(i) for i in self._sampler.indices(self._seed, epoch, in_epoch).tolist()]
-            if len(self._memo) > 4 * self._slack():
-                self._memo.clear()
-            self._memo[step] = memo
-        return memo
+    def offer(self, index: int, data: bytes) -> bool:
+        """Keep sample ``index``'s bytes if there is room (no eviction); False when full.
 
-    def _slack(self) -> int:
-        return max(256, 4 * self.lookahead_steps)
+        ``TarShards`` offers what indexing a shard read anyway, so that a first epoch after
+        building the index on the fly does not read the same bytes again.
+        """
+        if index in self._entries or self._bytes + len(data) > self.max_bytes:
+            return index in self._entries
+        return self._admit(index, data, optional=True)
 
-    def _extend(self) -> None:
-        target = self._cursor + self._horizon
-        while self._planned_until < target:
-            step = self._planned_until
-            indices = self._step_indices(step)
-            for unit in dict.fromkeys(indices):
-                uses = self._future.get(unit)
-                if uses is None:
-                    uses = self._future[unit] = deque()
-                    if unit in self._entries:
-                        uses.append(step)
-                        self._push(unit)
-                        continue
-                uses.append(step)
-            self._by_hash.setdefault(hash(tuple(indices)), []).append(step)
-            self._planned_until += 1
-            self._memo.pop(step, None)
-
-    def _match(self, indices: Sequence[int]) -> int | None:
-        steps = self._by_hash.get(hash(tuple(indices)))
-        if not steps:
-            return None
-        wanted = [int(i) for i in indices]
-        for step in steps:
-            if step not in self._consumed and self._step_indices(step) == wanted:
-                return step
-        return None
-
-    def _consume(self, step: int) -> None:
-        self._retire(step)
-        self._consumed.add(step)
-        for stale in range(self._cursor, step - self._slack()):
-            if stale not in self._consumed:  # never asked for: it will not come any more
-                self._retire(stale)
-                self._consumed.add(stale)
-        while self._cursor in self._consumed:
-            self._consumed.discard(self._cursor)
-            self._cursor += 1
-        self._extend()
-
-    def _retire(self, step: int) -> None:
-        """Forget the uses of ``step`` (it was read, or will never be)."""
-        indices = self._step_indices(step)
-        for unit in dict.fromkeys(indices):
-            uses = self._future.get(unit)
-            if uses is not None and step in uses:
-                uses.remove(step)
-                if not uses:
-                    del self._future[unit]
-                if unit in self._entries:
-                    self._push(unit)
-        steps = self._by_hash.get(hash(tuple(indices)))
-        if steps is not None and step in steps:
-            steps.remove(step)
-            if not steps:
-                del self._by_hash[hash(tuple(indices))]
-        self._memo.pop(step, None)
+    def _changed(self, unit: int) -> None:
+        if unit in self._entries:
+            self._push(unit)
 
     def _next_use(self, unit: int) -> int:
-        uses = self._future.get(unit)
-        return uses[0] if uses else NEVER
+        return NEVER if self._future is None else self._future.next_use(unit)
 
     # -- entries ----------------------------------------------------------------------
 
@@ -333,7 +311,7 @@ class KnownFutureCache:
         size = len(data)
         if size > self.max_bytes:
             return False
-        if self.policy == "belady" and self._sampler is not None:
+        if self.policy == "belady" and self._future is not None:
             wanted = self._next_use(unit)
             while self._bytes + size > self.max_bytes:
                 victim = self._furthest()
@@ -359,10 +337,11 @@ class KnownFutureCache:
         source = self._source
         if source is None:
             raise RuntimeError("KnownFutureCache is not bound to a source (pass it as cache=)")
-        step = self._match(indices) if self._sampler is not None else None
-        if step is not None:
+        future = self._future
+        step = None if future is None else future.match(indices)
+        if future is not None and step is not None:
             self._matched += 1
-            self._consume(step)
+            future.consume(step)
         found: dict[int, bytes] = {}
         waits: dict[int, _Pending] = {}
         need: list[int] = []
@@ -383,37 +362,97 @@ class KnownFutureCache:
             else:
                 self._misses += 1
                 need.append(unit)
-        ahead = self._ahead_of(step, found, waits, need) if step is not None else []
+        budget = None
+        ahead: list[int] = []
+        if future is not None and step is not None:
+            budget = _Budget(
+                self.max_bytes, [(self._next_use(u), len(d)) for u, d in self._entries.items()]
+            )
+            ahead = self._ahead_of(source, future, step, budget, found, waits, need)
         if need or ahead:
-            await self._fetch(source, need, ahead, found)
+            await self._fetch(source, need, ahead, found, step, budget)
         for unit, pending in waits.items():
             await pending.event.wait()
             if pending.data is None:  # the read that carried it failed: read it here
-                await self._fetch(source, [unit], [], found)
+                await self._fetch(source, [unit], [], found, None, None)
             else:
                 found[unit] = pending.data
         return [found[int(i)] for i in indices]
 
     def _ahead_of(
-        self, step: int, found: dict[int, bytes], waits: dict[int, _Pending], need: list[int]
+        self,
+        source: RangeSource,
+        future: KnownFuture,
+        step: int,
+        budget: _Budget,
+        found: dict[int, bytes],
+        waits: dict[int, _Pending],
+        need: list[int],
     ) -> list[int]:
+        """Samples to read with step ``step``'s: whole runs of shards, soonest needed first.
+
+        Each sample the next ``lookahead_steps`` steps need brings the run of its shard's
+        neighbours needed within ``fill_steps`` steps (one range read). A run that does not
+        fit the budget waits for a later step, unless the next two steps need its sample.
+        """
         chosen: dict[int, None] = {}
-        taken = set(need)
-        last = min(step + 1 + self.lookahead_steps, self._planned_until)
+        busy = set(need) | set(found) | set(waits)
+
+        def free(unit: int) -> bool:
+            return unit not in self._entries and unit not in self._pending and unit not in busy
+
+        fill_limit = step + max(self.fill_steps, self.lookahead_steps)
+        last = min(step + 1 + self.lookahead_steps, future.planned_until)
         for later in range(step + 1, last):
-            for unit in self._step_indices(later):
-                if (
-                    unit not in self._entries
-                    and unit not in self._pending
-                    and unit not in found
-                    and unit not in waits
-                    and unit not in taken
-                ):
-                    chosen[unit] = None
+            for unit in future.step_indices(later):
+                if not free(unit) or unit in chosen:
+                    continue
+                run = self._run(source, unit, fill_limit, free, chosen)
+                uses = [(self._next_use(u), _size(source, u)) for u in run]
+                if not budget.take_all(uses):
+                    if later > step + 2:
+                        return list(chosen)  # the rest waits until the cache has room
+                    run = [unit]
+                    if not budget.take_all([(self._next_use(unit), _size(source, unit))]):
+                        continue
+                for member in run:
+                    chosen[member] = None
         return list(chosen)
 
+    def _run(
+        self,
+        source: RangeSource,
+        unit: int,
+        limit: int,
+        free: Any,
+        chosen: dict[int, None],
+    ) -> list[int]:
+        """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
+        key, start, end = source.span_of(unit)
+
+        def joins(other: int) -> tuple[int, int] | None:
+            if not 0 <= other < len(source) or not free(other) or other in chosen:
+                return None
+            other_key, begin, stop = source.span_of(other)
+            if other_key != key or self._next_use(other) > limit:
+                return None
+            return begin, stop
+
+        low = high = unit
+        while (span := joins(low - 1)) is not None and end - span[0] <= self.max_request_bytes:
+            start, low = span[0], low - 1
+        while (span := joins(high + 1)) is not None and span[1] - start <= self.max_request_bytes:
+            end, high = span[1], high + 1
+        return list(range(low, high + 1))
+
     async def _fetch(
-        self, source: RangeSource, need: list[int], ahead: list[int], found: dict[int, bytes]
+        self,
+        source: RangeSource,
+        need: list[int],
+        ahead: list[int],
+        found: dict[int, bytes],
+        step: int | None,
+        budget: _Budget | None,
     ) -> None:
         demanded = set(need)
         spans: list[ByteRange] = []
@@ -427,21 +466,53 @@ class KnownFutureCache:
             owned[unit] = self._pending[unit] = _Pending()
             spans.append((key, start, end))
         ranges = coalesce(spans, self.coalesce_gap, self.max_request_bytes)
+        if step is not None and budget is not None and self.fill_steps:
+            limit = step + self.fill_steps
+            grown = [self._grow(source, byte_range, limit, budget) for byte_range in ranges]
+            ranges = coalesce(grown, self.coalesce_gap, self.max_request_bytes)
 
         async def read_range(byte_range: ByteRange) -> None:
             key, start, end = byte_range
             data = await source.read_range(key, start, end)
             self._requests += 1
             self._fetched += len(data)
-            self._deliver(source, byte_range, data, owned, demanded, found)
+            self._deliver(source, byte_range, data, owned, demanded, found, arrived)
 
+        arrived: list[tuple[int, bytes]] = []
         try:
             await gather_ordered(read_range, ranges)
         finally:
+            self._keep(arrived, owned, demanded)
             for unit, pending in owned.items():
                 if self._pending.get(unit) is pending:
                     del self._pending[unit]
                 pending.event.set()  # waiters of a failed read see data None and retry
+
+    def _grow(
+        self, source: RangeSource, byte_range: ByteRange, limit: int, budget: _Budget
+    ) -> ByteRange:
+        """``byte_range`` grown over neighbours of its shard read by steps up to ``limit``."""
+        key, start, end = byte_range
+        inside = source.indices_within(key, start, end)
+        if not inside:
+            return byte_range
+
+        def wanted(unit: int) -> tuple[int, int] | None:
+            if not 0 <= unit < len(source) or unit in self._entries or unit in self._pending:
+                return None
+            unit_key, begin, stop = source.span_of(unit)
+            when = self._next_use(unit)
+            if unit_key != key or when > limit or not budget.take(when, stop - begin):
+                return None
+            return begin, stop
+
+        below = inside.start - 1
+        while (span := wanted(below)) is not None and end - span[0] <= self.max_request_bytes:
+            start, below = span[0], below - 1
+        above = inside.stop
+        while (span := wanted(above)) is not None and span[1] - start <= self.max_request_bytes:
+            end, above = span[1], above + 1
+        return key, start, end
 
     def _deliver(
         self,
@@ -451,32 +522,39 @@ class KnownFutureCache:
         owned: dict[int, _Pending],
         demanded: set[int],
         found: dict[int, bytes],
+        arrived: list[tuple[int, bytes]],
     ) -> None:
+        """Hand a range's samples to their readers; they are offered to the cache later."""
         key, start, end = byte_range
-        pieces = []
         for unit in source.indices_within(key, start, end):
             _, begin, stop = source.span_of(unit)
             if begin == stop:
                 continue
-            pieces.append((self._next_use(unit), unit, data[begin - start : stop - start]))
-        pieces.sort(key=lambda piece: piece[0])  # the soonest needed get a place first
-        now = time.monotonic()
-        for _, unit, piece in pieces:
+            piece = data[begin - start : stop - start]
             pending = owned.get(unit)
             if pending is not None:
                 pending.data = piece
                 pending.event.set()
                 if unit in demanded:
                     found[unit] = piece
-                    self._admit(unit, piece, optional=False)
-                elif self._admit(unit, piece, optional=False):
-                    self._prefetched += 1
-                    self._arrived[unit] = now
-            elif (
-                unit not in self._entries
-                and unit not in self._pending
-                and self._admit(unit, piece, optional=True)
-            ):
+            arrived.append((unit, piece))
+
+    def _keep(
+        self, arrived: list[tuple[int, bytes]], owned: dict[int, _Pending], demanded: set[int]
+    ) -> None:
+        """Offer what a read brought to the cache: soonest needed first, whatever the timing."""
+        now = time.monotonic()
+        arrived.sort(key=lambda item: (self._next_use(item[0]), item[0]))
+        for unit, piece in arrived:
+            if unit in self._entries:
+                continue
+            if unit in owned:
+                kept = self._admit(unit, piece, optional=False)
+            elif unit in self._pending:
+                continue  # another read carries it and will offer it
+            else:
+                kept = self._admit(unit, piece, optional=True)
+            if kept and unit not in demanded:
                 self._prefetched += 1
                 self._arrived[unit] = now
 

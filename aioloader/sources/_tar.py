@@ -102,7 +102,7 @@ class TarShards(Generic[SampleT]):
         retries: Retry policy of the store's requests.
         index_threads: Shards indexed at the same time.
         coalesce_gap: A batch's spans of one shard closer than this many bytes are read
-            with one request.
+            with one request (the bytes between them are read and dropped).
         max_request_bytes: Largest coalesced read.
         cache: A ``KnownFutureCache`` that batches are read through (call its ``plan``
             with the loader's sampler, seed and start step).
@@ -119,7 +119,7 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None: ...
@@ -136,7 +136,7 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None: ...
@@ -152,7 +152,7 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
-        coalesce_gap: int = 1 << 20,
+        coalesce_gap: int = 256 << 10,
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None:
@@ -198,8 +198,10 @@ class TarShards(Generic[SampleT]):
             ThreadPoolExecutor(shard_threads * max(1, REMOTE_AHEAD)) as chunk_pool,
         ):
             self._chunk_pool = chunk_pool
-            self.indices: tuple[ShardIndex, ...] = tuple(pool.map(self._index, names))
-        del self._chunk_pool
+            self._keep_for = cache
+            built = list(pool.map(self._index, names))
+        del self._chunk_pool, self._keep_for
+        self.indices: tuple[ShardIndex, ...] = tuple(index for index, _ in built)
         starts = [0]
         for index in self.indices:
             starts.append(starts[-1] + len(index.samples))
@@ -209,8 +211,35 @@ class TarShards(Generic[SampleT]):
         self.cache = cache
         if cache is not None:
             cache.bind(self)
+            self._offer_index_reads(cache, [chunks for _, chunks in built])
 
-    def _index(self, shard: str) -> ShardIndex:
+    def _offer_index_reads(
+        self, cache: KnownFutureCache, built: list[dict[int, bytes] | None]
+    ) -> None:
+        """Give the cache the samples that indexing read anyway, while it has room."""
+        for number, chunks in enumerate(built):
+            if not chunks:
+                continue
+            starts = sorted(chunks)
+            for position, entry in enumerate(self.indices[number].samples):
+                start, end = entry.span
+                if start == end:
+                    continue
+                first = bisect.bisect_right(starts, start) - 1
+                last = bisect.bisect_right(starts, end - 1) - 1
+                if first < 0 or any(
+                    starts[k + 1] != starts[k] + len(chunks[starts[k]]) for k in range(first, last)
+                ):
+                    continue  # a chunk in between was skipped: not read
+                data = b"".join(chunks[starts[k]] for k in range(first, last + 1))
+                offset = start - starts[first]
+                piece = data[offset : offset + end - start]
+                if len(piece) != end - start:
+                    continue
+                if not cache.offer(self._starts[number] + position, piece):
+                    return
+
+    def _index(self, shard: str) -> tuple[ShardIndex, dict[int, bytes] | None]:
         if self.reader is None:
             try:
                 stat = os.stat(shard)
@@ -237,16 +266,27 @@ class TarShards(Generic[SampleT]):
             saved = self.index_dir / index_json_name(shard, identity)
             loaded = load_index(saved, shard, size, tag)
             if loaded is not None:
-                return loaded
+                return loaded, None
+        kept: dict[int, bytes] | None = None
         if self.reader is None:
             index = build_index(fetch, size, tag, shard, window)
         else:  # chunks fetched ahead, in parallel: about one latency per shard, not per MiB
+            cache = self._keep_for
+            if cache is not None and size <= cache.max_bytes:
+                kept = {}  # the cache may keep what indexing reads
             index = build_index(
-                fetch, size, tag, shard, window, pool=self._chunk_pool, ahead=REMOTE_AHEAD
+                fetch,
+                size,
+                tag,
+                shard,
+                window,
+                pool=self._chunk_pool,
+                ahead=REMOTE_AHEAD,
+                kept=kept,
             )
         if saved is not None:
             save_index(saved, index)
-        return index
+        return index, kept
 
     def __len__(self) -> int:
         return self._starts[-1]

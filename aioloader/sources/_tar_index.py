@@ -301,7 +301,10 @@ class ReadAheadReader:
         chunk: int,
         ahead: int,
         pool: Executor,
+        *,
+        keep: bool = False,
     ) -> None:
+        self._keep = keep
         self._fetch = fetch
         self._size = size
         self._chunk = chunk
@@ -326,11 +329,20 @@ class ReadAheadReader:
             return b""
         first, last = offset // self._chunk, (end - 1) // self._chunk
         self._schedule(first, last + self._ahead)
-        for stale in [c for c in self._futures if c < first]:
-            del self._futures[stale]
+        if not self._keep:
+            for stale in [c for c in self._futures if c < first]:
+                del self._futures[stale]
         data = b"".join(self._futures[c].result() for c in range(first, last + 1))
         base = first * self._chunk
         return data[offset - base : end - base]
+
+    def kept(self) -> dict[int, bytes]:
+        """``{start: bytes}`` of every chunk read (``keep=True``), once the scan is done."""
+        return {
+            number * self._chunk: future.result()
+            for number, future in self._futures.items()
+            if future.done() and not future.cancelled() and future.exception() is None
+        }
 
     def close(self) -> None:
         """Cancel the chunks not started and forget the rest."""
@@ -348,16 +360,20 @@ def build_index(
     *,
     pool: Executor | None = None,
     ahead: int = 0,
+    kept: dict[int, bytes] | None = None,
 ) -> ShardIndex:
     """Index a shard of ``size`` bytes; ``fetch(start, end)`` returns its bytes ``[start, end)``.
 
     With a ``pool`` and ``ahead > 0`` the shard is read in chunks of ``window`` bytes,
-    ``ahead`` of them fetched in parallel in front of the scan (``ReadAheadReader``).
+    ``ahead`` of them fetched in parallel in front of the scan (``ReadAheadReader``); with
+    ``kept`` (a dict) every chunk read is put there too, ``{start: bytes}``.
     """
     if pool is not None and ahead > 0:
-        ahead_reader = ReadAheadReader(fetch, size, window, ahead, pool)
+        ahead_reader = ReadAheadReader(fetch, size, window, ahead, pool, keep=kept is not None)
         try:
             samples = group_samples(iter_members(ahead_reader, size, shard), shard)
+            if kept is not None:
+                kept.update(ahead_reader.kept())
         finally:
             ahead_reader.close()
         return ShardIndex(shard, size, tag, samples)

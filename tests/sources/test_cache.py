@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -54,12 +55,13 @@ def _want(want: list[Any], sampler: Any, seed: int, steps: range) -> list[Any]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["global", "block"])
 async def test_a_cache_the_size_of_the_data_makes_no_request_in_the_second_epoch(
-    s3_server: S3Info, s3_prefix: str, kind: str
+    s3_server: S3Info, s3_prefix: str, kind: str, tmp_path: Path
 ) -> None:
     store = s3_server.store()
     keys, want, total = _upload(store, s3_prefix)
+    TarShards(keys, store, index_dir=tmp_path)  # saved indices: epoch 1 reads the samples
     cache = KnownFutureCache(total, lookahead_steps=4)
-    source = TarShards(keys, store, cache=cache)
+    source = TarShards(keys, store, cache=cache, index_dir=tmp_path)
     indexing = source.statistics()
     assert indexing is not None
     sampler: Any = (
@@ -86,8 +88,8 @@ async def test_a_cache_the_size_of_the_data_makes_no_request_in_the_second_epoch
     assert stats.evictions == 0
     assert stats.current_bytes == _sample_bytes(source)
     assert stats.planned_batches == 2 * steps
-    # reads are coalesced: epoch 1 costs far fewer requests than its 128 samples
-    assert cache_first.requests == {"global": 32, "block": 17}[kind]
+    # reads are coalesced and grown to whole shards: one GET per shard in epoch 1
+    assert cache_first.requests == SHARDS
     assert after_first.requests - indexing.requests == cache_first.requests
 
 
@@ -114,20 +116,42 @@ async def test_the_cache_never_holds_more_than_its_bound(
     assert stats.hits + stats.misses == 3 * N
 
 
-def _hit_rates(fraction: float, epochs: int) -> dict[str, CacheStatistics]:
-    """Two policies, the same access sequence: pure demand reads (no lookahead)."""
+@pytest.mark.anyio
+async def test_building_the_index_fills_the_cache(s3_server: S3Info, s3_prefix: str) -> None:
+    store = s3_server.store()
+    keys, want, total = _upload(store, s3_prefix)
+    cache = KnownFutureCache(total, lookahead_steps=4)
+    source = TarShards(keys, store, cache=cache)  # the index is built: every byte was read
+    indexing = source.statistics()
+    assert indexing is not None
+    assert indexing.requests == SHARDS  # one ranged GET per shard (HEADs are not counted)
+    assert cache.statistics().entries == N
+    sampler = ShuffledSampler(N, 8)
+    cache.plan(sampler, 4, 0)
+    steps = range(2 * sampler.steps_per_epoch)
+    assert await _run(source, sampler, 4, steps) == _want(want, sampler, 4, steps)
+    after = source.statistics()
+    assert after is not None
+    assert after.requests == indexing.requests  # two epochs without a request
+    small = KnownFutureCache(total // 4)
+    TarShards(keys, store, cache=small)
+    assert 0 < small.statistics().current_bytes <= total // 4
+
+
+def _hit_rates(fraction: float, epochs: int, saved: Path) -> dict[str, CacheStatistics]:
+    """Two policies, the same access sequence from an empty cache: demand reads only."""
     store = MemoryStore()
     keys, _, _ = _upload(store, "")
     out = {}
     for policy in ("belady", "lru"):
-        probe = TarShards(keys, store)
+        probe = TarShards(keys, store, index_dir=saved)  # loaded indices: nothing offered
         cache = KnownFutureCache(
             int(_sample_bytes(probe) * fraction),
             lookahead_steps=0,
             policy=policy,  # type: ignore[arg-type]
             coalesce_gap=0,
         )
-        source = TarShards(keys, store, cache=cache)
+        source = TarShards(keys, store, cache=cache, index_dir=saved)
         sampler = ShuffledSampler(N, 8)
         cache.plan(sampler, 1, 0)
         anyio.run(_run, source, sampler, 1, range(epochs * sampler.steps_per_epoch))
@@ -135,11 +159,12 @@ def _hit_rates(fraction: float, epochs: int) -> dict[str, CacheStatistics]:
     return out
 
 
-def test_belady_beats_lru_by_far_with_a_quarter_of_the_data() -> None:
-    stats = _hit_rates(0.25, 4)
+def test_belady_beats_lru_by_far_with_a_quarter_of_the_data(tmp_path: Path) -> None:
+    stats = _hit_rates(0.25, 4, tmp_path)
     belady, lru = stats["belady"].hit_rate, stats["lru"].hit_rate
     print(f"25% cache, global shuffle, 4 epochs: belady {belady:.4f} lru {lru:.4f}")
     assert belady >= 1.3 * lru
+    assert (stats["belady"].hits, stats["lru"].hits) == (94, 14)  # of 512 reads
     assert stats["belady"].hits + stats["belady"].misses == 4 * N
     assert stats["belady"].current_bytes <= stats["belady"].max_bytes
 
@@ -172,15 +197,17 @@ async def test_concurrent_batches_share_reads_and_unplanned_reads_still_work() -
 
 @pytest.mark.anyio
 async def test_cancelling_a_read_in_flight_leaves_a_consistent_cache(
-    s3_server: S3Info, s3_prefix: str, fault_proxy: LoopbackProxy
+    s3_server: S3Info, s3_prefix: str, fault_proxy: LoopbackProxy, tmp_path: Path
 ) -> None:
     keys, want, total = _upload(s3_server.store(), s3_prefix)
     store = s3_server.store(endpoint=fault_proxy.endpoint)
+    TarShards(keys, store, index_dir=tmp_path)
     cache = KnownFutureCache(total, lookahead_steps=4)
-    source = TarShards(keys, store, cache=cache)
+    source = TarShards(keys, store, cache=cache, index_dir=tmp_path)  # nothing offered
+    assert cache.statistics().entries == 0
     sampler = SequentialSampler(N, 8)
     cache.plan(sampler, 0, 0)
-    fault_proxy.inject(keys[0], "stall")  # the read of step 0 (and 1..4 with it) hangs
+    fault_proxy.inject_always(s3_prefix, "stall")  # the reads of step 0 (and 1..4) hang
     reader = source.reader
     assert reader is not None
     with anyio.CancelScope() as scope:
@@ -227,3 +254,34 @@ def test_argument_errors() -> None:
 
 def _unused(samples: Sequence[Any]) -> None:  # keeps Sequence imported for type hints
     del samples
+
+
+@pytest.mark.parametrize(
+    ("kind", "fraction", "requests", "bytes_per_epoch"),
+    [("block", 0.5, [11, 12, 7], 0.97), ("global", 0.5, [34, 33, 30], 1.06)],
+)
+def test_a_half_size_cache_reads_runs_of_shards(
+    kind: str, fraction: float, requests: list[int], bytes_per_epoch: float, tmp_path: Path
+) -> None:
+    store = MemoryStore()
+    keys, want, _ = _upload(store, "")
+    probe = TarShards(keys, store, index_dir=tmp_path)
+    data = _sample_bytes(probe)
+    cache = KnownFutureCache(int(data * fraction), lookahead_steps=4)
+    source = TarShards(keys, store, cache=cache, index_dir=tmp_path)  # starts empty
+    sampler: Any = (
+        ShuffledSampler(N, 8)
+        if kind == "global"
+        else BlockShuffledSampler([PER_SHARD] * SHARDS, 8, window=2)
+    )
+    cache.plan(sampler, 2, 0)
+    steps, per_epoch = sampler.steps_per_epoch, []
+    for epoch in range(3):
+        before = cache.statistics().requests
+        got = anyio.run(_run, source, sampler, 2, range(epoch * steps, (epoch + 1) * steps))
+        assert got == _want(want, sampler, 2, range(epoch * steps, (epoch + 1) * steps))
+        per_epoch.append(cache.statistics().requests - before)
+    stats = cache.statistics()
+    assert per_epoch == requests
+    assert stats.bytes_fetched / data / 3 == pytest.approx(bytes_per_epoch, abs=0.01)
+    assert stats.peak_bytes <= stats.max_bytes
