@@ -14,10 +14,11 @@ Workloads:
 - W4: resume at step 10^9 of a shuffled epoch over 2^40 items, against torch.
 - W6 (only when named: ``--workloads W6``; minutes): 4,096 generated JPEGs from SeaweedFS,
   direct and +20 ms per request, against LitData, MosaicML Streaming and WebDataset, each in
-  its own format. Peers: ``pip install -e '.[bench]'`` brings LitData and WebDataset; Mosaic
-  needs ``pip install --no-deps mosaicml-streaming==0.13.0`` and
-  ``pip install boto3 xxhash zstd python-snappy Brotli catalogue tqdm`` (see
-  ``benchmarks/w6_object_storage.py``); a missing peer gives a "not installed" row.
+  its own format. Peers: ``pip install -e '.[bench]'`` brings WebDataset; LitData and Mosaic
+  need ``pip install --no-deps litdata==0.2.76 mosaicml-streaming==0.13.0`` plus their
+  small runtime deps (listed in ``benchmarks/w6_object_storage.py``: both require
+  torchvision, which would replace the CPU torch); a missing peer gives a "not installed"
+  row.
 
 Protocol: every case runs once per round, in a fixed order (A B C A B C ...); round 0 warms
 up and is dropped. The reports give medians with min-max over the kept rounds and ratios

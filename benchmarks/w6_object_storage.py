@@ -17,12 +17,18 @@ images (``/proc/<weed>/stat`` utime + stime around the epoch) and whether the ep
 each sample exactly once. Sample 17's tensor must equal ``preprocess`` of its JPEG in every
 row, every round (the warm-up round included, so before any timed round).
 
-Peers: ``pip install litdata==0.2.76 webdataset==1.0.2`` (in the ``bench`` extra) and, as
-Mosaic's torchvision dependency has only CUDA wheels for torch 2.13,
-``pip install --no-deps mosaicml-streaming==0.13.0`` plus ``pip install boto3 xxhash zstd
-python-snappy Brotli catalogue tqdm`` (``w6_systems.import_streaming`` stubs the
-torchvision and transformers names it imports but never uses here). A missing peer gives
-a "not installed" row.
+Peers: ``webdataset==1.0.2`` comes with the ``bench`` extra. LitData and Mosaic both
+require torchvision, whose only wheels for torch 2.13 are CUDA builds (pip would replace
+the CPU torch with a CUDA one), so install them without dependencies and add what they
+use by hand::
+
+    pip install --no-deps litdata==0.2.76 mosaicml-streaming==0.13.0
+    pip install lightning-utilities tifffile filelock requests boto3 xxhash zstd \
+        python-snappy Brotli catalogue tqdm
+
+``w6_systems.import_streaming`` stubs the torchvision and transformers names Mosaic imports
+but never uses here; LitData only imports torchvision for image serializers W6 does not
+use (it stores raw JPEG bytes). A missing peer gives a "not installed" row.
 """
 
 from __future__ import annotations
