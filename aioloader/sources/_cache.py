@@ -18,18 +18,16 @@ recency. Entries are the byte spans of samples; ``current_bytes`` never exceeds
 
 from __future__ import annotations
 
-import bisect
 import heapq
-import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import anyio
 
 from ..core._check import as_int
+from ._cache_parts import CacheStatistics, RangeSource, ReadBudget, span_size
 from ._coalesce import ByteRange, check_coalescing, coalesce
 from ._concurrency import gather_ordered
 from ._known_future import NEVER, KnownFuture, check_sampler
@@ -37,67 +35,6 @@ from ._known_future import NEVER, KnownFuture, check_sampler
 __all__ = ("CacheStatistics", "KnownFutureCache", "RangeSource")
 
 Policy = Literal["belady", "lru"]
-
-
-class RangeSource(Protocol):
-    """What the cache needs from the source it serves (``TarShards`` implements it)."""
-
-    def __len__(self) -> int: ...
-
-    def span_of(self, index: int) -> ByteRange:
-        """``(key, start, end)``: where sample ``index``'s bytes lie."""
-        ...
-
-    def indices_within(self, key: str, start: int, end: int) -> range:
-        """The samples whose spans lie inside bytes ``[start, end)`` of ``key``."""
-        ...
-
-    async def read_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of ``key``, all of them (one request)."""
-        ...
-
-
-@dataclass(frozen=True)
-class CacheStatistics:
-    """Counters of a ``KnownFutureCache``.
-
-    Attributes:
-        hits: Samples a batch found cached (or already on their way).
-        misses: Samples a batch had to read.
-        requests: Ranged reads the cache issued.
-        bytes_fetched: Bytes those reads returned.
-        bytes_evicted: Bytes of entries evicted.
-        evictions: Entries evicted.
-        current_bytes: Bytes held now (never above ``max_bytes``).
-        peak_bytes: Most bytes ever held.
-        max_bytes: The bound.
-        entries: Samples held now.
-        prefetched: Samples read ahead of their step and kept.
-        prefetch_hits: Batch reads served by a prefetched entry.
-        mean_prefetch_lead_seconds: Mean time from a prefetched entry's arrival to its use.
-        planned_batches: Batches recognised as a step of the plan.
-    """
-
-    hits: int
-    misses: int
-    requests: int
-    bytes_fetched: int
-    bytes_evicted: int
-    evictions: int
-    current_bytes: int
-    peak_bytes: int
-    max_bytes: int
-    entries: int
-    prefetched: int
-    prefetch_hits: int
-    mean_prefetch_lead_seconds: float
-    planned_batches: int
-
-    @property
-    def hit_rate(self) -> float:
-        """``hits / (hits + misses)``, 0 before any read."""
-        total = self.hits + self.misses
-        return self.hits / total if total else 0.0
 
 
 class _Pending:
@@ -108,48 +45,6 @@ class _Pending:
     def __init__(self) -> None:
         self.event = anyio.Event()
         self.data: bytes | None = None
-
-
-class _Budget:
-    """Bytes the cache could still take for samples first needed at a given step.
-
-    A sample needed at step ``t`` can only displace entries needed after ``t``, so it fits
-    when the entries needed by ``t``, plus what this read already took, leave room for it.
-    Reads ahead and range growth stop at the first sample that would not fit: fetching it
-    would cost bytes that the cache then drops.
-    """
-
-    __slots__ = ("_held", "_limit", "_reserved", "_times")
-
-    def __init__(self, limit: int, uses: list[tuple[int, int]]) -> None:
-        uses.sort()
-        self._times = [when for when, _ in uses]
-        self._held = list(itertools.accumulate(size for _, size in uses))
-        self._limit = limit
-        self._reserved = 0
-
-    def _held_by(self, when: int) -> int:
-        count = bisect.bisect_right(self._times, when)
-        return self._held[count - 1] if count else 0
-
-    def take(self, when: int, size: int) -> bool:
-        """Reserve ``size`` bytes for a sample first needed at step ``when``, if they fit."""
-        return self.take_all([(when, size)])
-
-    def take_all(self, uses: list[tuple[int, int]]) -> bool:
-        """Reserve room for every ``(when, size)``, or for none of them."""
-        reserved = self._reserved
-        for when, size in sorted(uses):
-            reserved += size
-            if self._held_by(when) + reserved > self._limit:
-                return False
-        self._reserved = reserved
-        return True
-
-
-def _size(source: RangeSource, unit: int) -> int:
-    _, start, end = source.span_of(unit)
-    return end - start
 
 
 class KnownFutureCache:
@@ -365,7 +260,7 @@ class KnownFutureCache:
         budget = None
         ahead: list[int] = []
         if future is not None and step is not None:
-            budget = _Budget(
+            budget = ReadBudget(
                 self.max_bytes, [(self._next_use(u), len(d)) for u, d in self._entries.items()]
             )
             ahead = self._ahead_of(source, future, step, budget, found, waits, need)
@@ -384,7 +279,7 @@ class KnownFutureCache:
         source: RangeSource,
         future: KnownFuture,
         step: int,
-        budget: _Budget,
+        budget: ReadBudget,
         found: dict[int, bytes],
         waits: dict[int, _Pending],
         need: list[int],
@@ -408,12 +303,12 @@ class KnownFutureCache:
                 if not free(unit) or unit in chosen:
                     continue
                 run = self._run(source, unit, fill_limit, free, chosen)
-                uses = [(self._next_use(u), _size(source, u)) for u in run]
+                uses = [(self._next_use(u), span_size(source, u)) for u in run]
                 if not budget.take_all(uses):
                     if later > step + 2:
                         return list(chosen)  # the rest waits until the cache has room
                     run = [unit]
-                    if not budget.take_all([(self._next_use(unit), _size(source, unit))]):
+                    if not budget.take_all([(self._next_use(unit), span_size(source, unit))]):
                         continue
                 for member in run:
                     chosen[member] = None
@@ -452,7 +347,7 @@ class KnownFutureCache:
         ahead: list[int],
         found: dict[int, bytes],
         step: int | None,
-        budget: _Budget | None,
+        budget: ReadBudget | None,
     ) -> None:
         demanded = set(need)
         spans: list[ByteRange] = []
@@ -489,7 +384,7 @@ class KnownFutureCache:
                 pending.event.set()  # waiters of a failed read see data None and retry
 
     def _grow(
-        self, source: RangeSource, byte_range: ByteRange, limit: int, budget: _Budget
+        self, source: RangeSource, byte_range: ByteRange, limit: int, budget: ReadBudget
     ) -> ByteRange:
         """``byte_range`` grown over neighbours of its shard read by steps up to ``limit``."""
         key, start, end = byte_range

@@ -305,6 +305,15 @@ class TarShards(Generic[SampleT]):
         shard = bisect.bisect_right(self._starts, position) - 1
         return self.shards[shard], self.indices[shard].samples[position - self._starts[shard]]
 
+    def plan_reads(self, sampler: Any, seed: int, start_step: int = 0) -> None:
+        """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step)``.
+
+        A loader that knows its sampler, seed and start step may call this on any source
+        that has it, before it streams from ``start_step``; without a cache it does nothing.
+        """
+        if self.cache is not None:
+            self.cache.plan(sampler, seed, start_step)
+
     def span_of(self, index: int) -> ByteRange:
         """``(shard, start, end)``: the bytes holding sample ``index``'s members."""
         shard, entry = self.locate(index)

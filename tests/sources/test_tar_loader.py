@@ -99,9 +99,10 @@ async def test_resume_mid_epoch_and_elastic_ranks_give_the_same_batches(
     middle = steps + steps // 2
     cache = KnownFutureCache(total // 2, lookahead_steps=2)
     cached = TarShards(keys, s3_server.store(), cache=cache)
-    cache.plan(sampler, SEED, middle)  # the resume step is the plan's start
+    cached.plan_reads(sampler, SEED, middle)  # the resume step is the plan's start
     resumed = await _batches(DataLoader(cached, sampler, _collate, seed=SEED), middle, 2 * steps)
     assert resumed == whole[middle:]
+    TarShards(keys, s3_server.store()).plan_reads(sampler, SEED, 0)  # no cache: nothing
     assert cache.statistics().planned_batches == 2 * steps - middle
     for world in (2, 4):
         parts = []
