@@ -17,6 +17,13 @@ Workloads:
 - W7 (only when named: ``--workloads W7``, several minutes): 10,000 URLs of JPEGs from a
   loopback server with 50 ms latency and 2 % faults, resized and written to WebDataset
   shards by aioloader's ``ingest`` and by img2dataset 1.47.0.
+- W6 (only when named: ``--workloads W6``; minutes): 4,096 generated JPEGs from SeaweedFS,
+  direct and +20 ms per request, against LitData, MosaicML Streaming and WebDataset, each in
+  its own format. Peers: ``pip install -e '.[bench]'`` brings WebDataset; LitData and Mosaic
+  need ``pip install --no-deps litdata==0.2.76 mosaicml-streaming==0.13.0`` plus their
+  small runtime deps (listed in ``benchmarks/w6_object_storage.py``: both require
+  torchvision, which would replace the CPU torch); a missing peer gives a "not installed"
+  row.
 
 Protocol: every case runs once per round, in a fixed order (A B C A B C ...); round 0 warms
 up and is dropped. The reports give medians with min-max over the kept rounds and ratios
@@ -43,8 +50,8 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
 
 import harness  # noqa: E402
 
-WORKLOADS = ("W1", "W1U", "W1P", "W2", "W3", "W4", "W5", "W7")
-OPT_IN = ("W7",)  # long: run only when named
+WORKLOADS = ("W1", "W1U", "W1P", "W2", "W3", "W4", "W5", "W6", "W7")
+OPT_IN = ("W6", "W7")  # long, or needing peers installed by hand: run only when named
 TITLES = {
     "W1": "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
@@ -57,6 +64,8 @@ TITLES = {
     "W5": "JPEG decode (512 images of 50-90 KB, Pillow), resize 224x224, float32 CHW, batch 64",
     "W7": "web ingestion: 10,000 JPEG URLs on loopback (+50 ms, 2 % faults) -> resize 256 "
     "center crop -> WebDataset shards",
+    "W6": "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
+    "batch 64; cold epoch",
 }
 NOTES = {
     "W1": [
@@ -99,6 +108,16 @@ NOTES = {
         "process, both on the same 2 cores (the server too). Every run's successes and "
         "failures are checked URL by URL against the server's fate table; the first run's "
         "shards are read by webdataset and by TarShards. See benchmarks/w7_ingest.py.",
+    ],
+    "W6": [
+        "Each row runs in a fresh process per round with empty local caches: one cold epoch "
+        "(loader construction included), then a fresh loader resumed at 75% of the epoch. "
+        "Ratios: each row against WebDataset with 2 workers on the same path. Requests and "
+        "bytes are counted by the relay (+20 ms rows only); S3 CPU is the SeaweedFS "
+        "process's utime + stime over the epoch. Sample 17's tensor equals preprocess() of "
+        "its JPEG in every row (checked in every round, the warm-up included). WebDataset "
+        "has no resume: its row rebuilds the pipeline and skips 75% of each worker's samples "
+        "before decoding (still downloading them), in a different order.",
     ],
 }
 
@@ -242,6 +261,21 @@ def build_cases(
             notes["W7"].append(f"Settings: {cfg7}.")
         else:
             notes["W7"] = ["Left out: img2dataset, webdataset, aiohttp or Pillow is missing."]
+    if "W6" in workloads:
+        import w6_object_storage
+
+        cfg6 = (
+            w6_object_storage.W6Config(images=512, direct=False)
+            if quick
+            else w6_object_storage.W6Config()
+        )
+        log("W6: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
+        if w6_object_storage.available(log):
+            cases += w6_object_storage.cases(cfg6, log, stack)
+            if quick:
+                notes["W6"].append(f"Quick run: {cfg6}.")
+        else:
+            notes["W6"] = ["Left out: SeaweedFS (`weed`), Pillow or obstore is missing."]
     return cases, notes
 
 
@@ -366,6 +400,10 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
                 "met": "same for" in memory,
             }
         )
+    if any(c.workload == "W6" for c in cases):
+        import w6_object_storage
+
+        out += w6_object_storage.targets(cases)
     return out
 
 

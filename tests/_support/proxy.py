@@ -24,7 +24,8 @@ head.
 ``relay.LatencyRelay`` only delays bytes at the TCP level (no parsing, no faults):
 much cheaper, for benchmarks. Run as a program, ``python -m tests._support.proxy UPSTREAM
 --delay 0.02 [--relay] [--uvloop]`` prints its endpoint on one line and serves until stdin
-closes.
+closes; with ``--relay`` a line ``stats`` on stdin prints the relay's counters as one JSON line
+and ``reset`` zeroes them.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import hashlib
+import json
 import socket
 import struct
 import sys
@@ -444,7 +447,14 @@ def main(argv: list[str] | None = None) -> None:
         kind = LatencyRelay
     with kind(args.upstream, delay=args.delay, use_uvloop=args.uvloop) as proxy:
         print(proxy.endpoint, flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            command = line.strip()
+            statistics = getattr(proxy, "statistics", None)
+            if command == "stats" and statistics is not None:
+                print(json.dumps(dataclasses.asdict(statistics())), flush=True)
+            elif command == "reset" and statistics is not None:
+                proxy.reset_statistics()  # type: ignore[attr-defined]
+                print("{}", flush=True)
 
 
 if __name__ == "__main__":

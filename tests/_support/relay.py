@@ -3,6 +3,9 @@
 With HTTP/1.1 keep-alive each request reaches the server as one chunk, so each request gets
 ``delay`` seconds of extra latency. Nothing is parsed, which makes it far cheaper than
 ``proxy.LoopbackProxy``, whose thread and lifecycle it shares; it cannot inject faults.
+``statistics()`` counts requests (request lines ending in `` HTTP/1.1``, seen in the
+client-to-server bytes) and the bytes relayed each way, for benchmarks that report requests
+and bytes fetched per epoch.
 """
 
 from __future__ import annotations
@@ -10,18 +13,32 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+from dataclasses import dataclass
 from typing import Any, cast
 
 from .proxy import LoopbackProxy
 
-__all__ = ("LatencyRelay",)
+__all__ = ("LatencyRelay", "RelayStatistics")
+
+_REQUEST_LINE_END = b" HTTP/1.1\r\n"
+
+
+@dataclass(frozen=True)
+class RelayStatistics:
+    """Requests seen and bytes relayed since start (or the last ``reset_statistics``)."""
+
+    requests: int
+    bytes_to_server: int
+    bytes_to_client: int
 
 
 class _RelayUpstream(asyncio.Protocol):
-    def __init__(self, client: asyncio.Transport) -> None:
+    def __init__(self, client: asyncio.Transport, relay: LatencyRelay) -> None:
         self.client = client
+        self.relay = relay
 
     def data_received(self, data: bytes) -> None:
+        self.relay._bytes_to_client += len(data)
         self.client.write(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -37,13 +54,16 @@ class _RelayClient(asyncio.Protocol):
         self.upstream: asyncio.Transport | None = None
         self.queue: collections.deque[tuple[float, bytes]] = collections.deque()
         self.flush_handle: asyncio.TimerHandle | None = None
+        self.tail = b""  # the end of the previous chunk: a request line may straddle two
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         client = self.transport = cast(asyncio.Transport, transport)
         self.relay._transports.add(client)
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            loop.create_connection(lambda: _RelayUpstream(client), *self.relay._upstream)
+            loop.create_connection(
+                lambda: _RelayUpstream(client, self.relay), *self.relay._upstream
+            )
         )
         task.add_done_callback(self._connected)
 
@@ -57,6 +77,11 @@ class _RelayClient(asyncio.Protocol):
         self._flush()
 
     def data_received(self, data: bytes) -> None:
+        relay = self.relay
+        relay._bytes_to_server += len(data)
+        window = self.tail + data
+        relay._requests += window.count(_REQUEST_LINE_END)
+        self.tail = window[-(len(_REQUEST_LINE_END) - 1) :]
         loop = asyncio.get_running_loop()
         self.queue.append((loop.time() + self.relay.delay, data))
         if self.flush_handle is None:
@@ -103,6 +128,17 @@ class LatencyRelay(LoopbackProxy):
     def __init__(self, upstream: str, *, delay: float = 0.0, use_uvloop: bool = False) -> None:
         super().__init__(upstream, delay=delay, use_uvloop=use_uvloop)
         self._transports: set[asyncio.Transport] = set()
+        self._requests = 0
+        self._bytes_to_server = 0
+        self._bytes_to_client = 0
+
+    def statistics(self) -> RelayStatistics:
+        """Requests and bytes relayed so far (read from any thread; ints are atomic)."""
+        return RelayStatistics(self._requests, self._bytes_to_server, self._bytes_to_client)
+
+    def reset_statistics(self) -> None:
+        """Start counting from zero."""
+        self._requests = self._bytes_to_server = self._bytes_to_client = 0
 
     def inject(self, path_contains: str, *faults: str) -> None:
         """Not supported: a relay does not see requests."""

@@ -221,10 +221,16 @@ async def test_reads_through_a_latency_relay_are_identical(
 ) -> None:
     _upload(s3_server, s3_prefix, {f"{i}": bytes([i]) * 5000 for i in range(8)})
     with LatencyRelay(s3_server.endpoint, delay=0.05) as relay:
+        assert isinstance(relay, LatencyRelay)
         source = ObjectStore(s3_server.store(endpoint=relay.endpoint), prefix=s3_prefix)
+        relay.reset_statistics()
         started = anyio.current_time()
         assert await source.get_samples(list(range(8))) == [bytes([i]) * 5000 for i in range(8)]
         assert anyio.current_time() - started >= 0.05  # every request waited at least once
+        counted = relay.statistics()
+        assert counted.requests == 8  # one GET per object, counted at the relay
+        assert counted.bytes_to_client > 8 * 5000  # bodies plus response heads
+        assert counted.bytes_to_server > 0
         with pytest.raises(TypeError, match="cannot inject faults"):
             relay.inject("x", "503")
 

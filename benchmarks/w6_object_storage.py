@@ -1,0 +1,528 @@
+"""W6: ImageNet-like JPEGs from object storage against LitData, MosaicML Streaming, WebDataset.
+
+4,096 generated JPEGs (40-100 KB, fixed seed; ``w6_data``) written in each system's own
+format: WebDataset ``ShardWriter`` tars (256 samples each; aioloader's ``TarShards`` reads
+the same tars, with its index prebuilt or built on the fly), LitData ``optimize`` chunks
+and Mosaic ``MDSWriter`` shards (64 MB each). All are uploaded to one SeaweedFS server on
+loopback and read through a relay that delays every request by 20 ms (a remote store), and
+directly. Every system decodes with Pillow, resizes to 224x224, normalises to float32 CHW
+and batches 64, in its best documented configuration for 2 cores (``w6_systems`` says how).
+
+Per row and round, in a fresh child process with empty local caches: images/s over one
+cold epoch (loader construction included), time to the first batch, time to the first batch
+after resuming at 75% of the epoch with the system's own mechanism, requests and bytes per
+epoch (counted by the relay, so on the +20 ms rows only), local disk used (cache folders at
+the end of the epoch; aioloader's prebuilt index), the S3 server's CPU seconds per 1,000
+images (``/proc/<weed>/stat`` utime + stime around the epoch) and whether the epoch gave
+each sample exactly once. Sample 17's tensor must equal ``preprocess`` of its JPEG in every
+row, every round (the warm-up round included, so before any timed round).
+
+Peers: ``webdataset==1.0.2`` comes with the ``bench`` extra. LitData and Mosaic both
+require torchvision, whose only wheels for torch 2.13 are CUDA builds (pip would replace
+the CPU torch with a CUDA one), so install them without dependencies and add what they
+use by hand::
+
+    pip install --no-deps litdata==0.2.76 mosaicml-streaming==0.13.0
+    pip install lightning-utilities tifffile filelock requests boto3 xxhash zstd \
+        python-snappy Brotli catalogue tqdm
+
+``w6_systems.import_streaming`` stubs the torchvision and transformers names Mosaic imports
+but never uses here; LitData only imports torchvision for image serializers W6 does not
+use (it stores raw JPEG bytes). A missing peer gives a "not installed" row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import w6_data
+import w6_systems
+from harness import Case
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DELAY = 0.020
+CHILD_TIMEOUT = 600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class W6Config:
+    images: int = 4096
+    batch: int = 64
+    seed: int = 2026
+    workers: int = 2
+    inflight: int = 256
+    direct: bool = True  # also read without the relay
+
+
+@dataclasses.dataclass
+class Row:
+    """One configuration of one system: what the child gets, plus the path it reads."""
+
+    name: str
+    group: str
+    path: str  # "+20 ms" or "direct"
+    spec: dict[str, Any]
+    note: str
+    requires: tuple[str, ...] = ()
+
+
+def available(log: Callable[[str], None]) -> bool:
+    """Whether W6 can run at all here (the weed binary, Pillow, obstore)."""
+    try:
+        import obstore  # noqa: F401
+        import PIL  # noqa: F401
+
+        from tests._support.s3 import find_weed
+
+        find_weed()
+    except Exception as error:  # any missing piece: W6 is left out, and said so
+        log(f"  W6 left out: {type(error).__name__}: {error}")
+        return False
+    return True
+
+
+def missing(modules: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` that are not installed."""
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def lib_has(*names: str) -> bool:
+    """Whether aioloader offers every dotted name (block shuffle and cache land separately)."""
+    import aioloader
+
+    for name in names:
+        target: Any = aioloader
+        for part in name.split("."):
+            target = getattr(target, part, None)
+            if target is None:
+                return False
+    return True
+
+
+# -- the server side --------------------------------------------------------------------
+class Relay:
+    """``tests._support.proxy --relay`` in its own process; counters over its stdin."""
+
+    def __init__(self, upstream: str, delay: float) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests._support.proxy",
+                upstream,
+                "--delay",
+                str(delay),
+                "--uvloop",
+                "--relay",
+            ],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.endpoint = self.process.stdout.readline().strip()
+        if not self.endpoint.startswith("http://127.0.0.1:"):
+            self.process.kill()
+            raise RuntimeError(f"the latency relay did not start (said {self.endpoint!r})")
+
+    def counters(self) -> dict[str, int]:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.write("stats\n")
+        self.process.stdin.flush()
+        return dict(json.loads(self.process.stdout.readline()))
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(10)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid``, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def upload(store: Any, folder: Path, prefix: str) -> list[str]:
+    """Put every file under ``folder`` at ``prefix/relative path``; returns the keys."""
+    import obstore
+
+    keys = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != ".done"):
+        key = f"{prefix}/{path.relative_to(folder).as_posix()}"
+        obstore.put(store, key, path.read_bytes())
+        keys.append(key)
+    return keys
+
+
+# -- cases ------------------------------------------------------------------------------
+def prepare(cfg: W6Config, log: Callable[[str], None]) -> dict[str, Any]:
+    """Generate (or reuse) the images and every format; returns their folders."""
+    root = w6_data.cache_dir(cfg.images, cfg.seed)
+    log(f"  W6: images and formats under {root} (generated once)")
+    folder = w6_data.generate(root, cfg.images, cfg.seed)
+    prepared: dict[str, Any] = {"root": root, "jpeg": folder}
+    prepared["wds"] = w6_data.write_webdataset(folder, cfg.images, root / "wds")
+    if not missing(("litdata",)):
+        w6_data.write_litdata(folder, cfg.images, root / "litdata")
+    if not missing(("streaming",)):
+        w6_data.write_mosaic(folder, cfg.images, root / "mds")
+    return prepared
+
+
+def rows(cfg: W6Config, keys: list[str], index_dir: str, dataset_bytes: int) -> list[Row]:
+    """Every configuration, on the +20 ms path and (fewer) directly."""
+    common = {"images": cfg.images, "batch": cfg.batch, "seed": cfg.seed}
+    w, r = cfg.workers, cfg.inflight
+    out: list[Row] = []
+    paths = ["+20 ms", "direct"] if cfg.direct else ["+20 ms"]
+    for path in paths:
+        out.append(
+            Row(
+                f"{path}: WebDataset, {w} workers",
+                "webdataset",
+                path,
+                {**common, "system": "webdataset", "workers": w, "keys": keys},
+                "WebDataset(shardshuffle).shuffle(1000).map.batched(64), torch DataLoader, "
+                "presigned URLs through curl",
+                ("webdataset", "torch"),
+            )
+        )
+        out.append(
+            Row(
+                f"{path}: LitData, {w} workers",
+                "litdata",
+                path,
+                {**common, "system": "litdata", "workers": w, "prefix": "litdata"},
+                "StreamingDataset(shuffle=True, transform) + StreamingDataLoader",
+                ("litdata", "torch"),
+            )
+        )
+        out.append(
+            Row(
+                f"{path}: MosaicML Streaming, {w} workers",
+                "mosaic",
+                path,
+                {**common, "system": "mosaic", "workers": w, "prefix": "mds"},
+                "StreamingDataset subclass + StreamingDataLoader, worker_init_fn drops the "
+                "inherited boto3 client",
+                ("streaming", "torch", "boto3"),
+            )
+        )
+        aio = {**common, "system": "aioloader", "workers": w, "inflight": r, "keys": keys}
+        out.append(
+            Row(
+                f"{path}: aioloader TarShards, global shuffle, {w} threads, {r} reads in flight",
+                "aioloader",
+                path,
+                {**aio, "index_dir": index_dir},
+                "TarShards (prebuilt index) + ShuffledSampler, DataLoader(workers=2), uvloop",
+            )
+        )
+        if path == "+20 ms":
+            out.append(
+                Row(
+                    f"{path}: aioloader TarShards, index built on the fly",
+                    "aioloader",
+                    path,
+                    {**aio, "index_dir": None},
+                    "as above, no saved index: every run reads the tar headers first",
+                )
+            )
+        # -- block shuffle and known-future cache (branch i15lib): rows appear once merged
+        if lib_has("BlockShuffledSampler"):
+            out.append(
+                Row(
+                    f"{path}: aioloader TarShards, block shuffle (window 4 shards)",
+                    "aioloader",
+                    path,
+                    {**aio, "index_dir": index_dir, "sampler": "block", "window": 4},
+                    "BlockShuffledSampler(window=4): reads of a batch coalesce into ranged GETs",
+                )
+            )
+        if (
+            lib_has("BlockShuffledSampler")
+            and w6_systems.known_future_cache() is not None
+            and path == "+20 ms"
+        ):
+            out.append(
+                Row(
+                    f"{path}: aioloader block shuffle + known-future cache (25%)",
+                    "aioloader",
+                    path,
+                    {
+                        **aio,
+                        "index_dir": index_dir,
+                        "sampler": "block",
+                        "window": 4,
+                        "cache_fraction": 0.25,
+                        "cache_policy": "belady",
+                        "dataset_bytes": dataset_bytes,
+                    },
+                    "KnownFutureCache(max_bytes=25% of the data, policy='belady')",
+                )
+            )
+    return out
+
+
+def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
+    """Prepare the data, start the server and the relay (stopped by ``stack``), build rows."""
+    from tests._support.s3 import SeaweedServer
+
+    prepared = prepare(cfg, log)
+    server = stack.enter_context(SeaweedServer(bucket="w6-bench"))
+    info = server.info
+    store = info.store(max_retries=2)
+    keys = upload(store, prepared["root"] / "wds", "wds")
+    for name in ("litdata", "mds"):
+        if (prepared["root"] / name / ".done").exists():
+            upload(store, prepared["root"] / name, name)
+    log(f"  W6: uploaded {len(keys)} WebDataset shards and the peers' formats")
+    index_dir = tempfile.mkdtemp(prefix="aioloader-w6-index-")
+    stack.callback(shutil.rmtree, index_dir, ignore_errors=True)
+    import aioloader
+
+    aioloader.TarShards(keys, store, index_dir=index_dir)  # the prebuilt index
+    relay = Relay(info.endpoint, DELAY)
+    stack.callback(relay.close)
+    assert server._process is not None
+    weed_pid = server._process.pid
+    reference = hashlib.sha256(
+        w6_data.preprocess(w6_data.read_jpeg(prepared["jpeg"], 17)).tobytes()
+    ).hexdigest()
+    credentials = {
+        "bucket": info.bucket,
+        "access_key_id": info.access_key_id,
+        "secret_access_key": info.secret_access_key,
+        "region": info.region,
+    }
+    dataset_bytes = w6_data.dataset_bytes(prepared["jpeg"])
+    out = []
+    for row in rows(cfg, keys, index_dir, dataset_bytes):
+        endpoint = relay.endpoint if row.path == "+20 ms" else info.endpoint
+        spec = {**row.spec, **credentials, "endpoint": endpoint}
+        spec["scratch"] = str(Path(tempfile.gettempdir()) / f"aioloader-w6-run-{os.getpid()}")
+        case = Case(
+            workload="W6",
+            system=row.name,
+            metric="images/s",
+            measure=lambda: 0.0,
+            baseline=row.name == "+20 ms: WebDataset, 2 workers",
+            group=row.group,
+            note=row.note,
+            compare_to=f"{row.path}: WebDataset, {cfg.workers} workers",
+        )
+        absent = missing(row.requires)
+        if absent:
+            case.error = f"not installed: {', '.join(absent)}"
+        else:
+            case.measure = _measure(
+                case, spec, relay if row.path == "+20 ms" else None, weed_pid, reference, cfg.images
+            )
+        out.append(case)
+    return out
+
+
+def _measure(
+    case: Case,
+    spec: dict[str, Any],
+    relay: Relay | None,
+    weed_pid: int,
+    reference: str,
+    images: int,
+) -> Callable[[], float]:
+    runs: dict[str, list[Any]] = {}
+
+    def measure() -> float:
+        result, counted = run_child(spec, relay, weed_pid)
+        if result["probe"] != reference:
+            raise AssertionError(
+                f"sample 17's tensor differs from preprocess() of its JPEG "
+                f"({result['probe']} != {reference})"
+            )
+        if result["batches"] != images // spec["batch"]:
+            raise AssertionError(f"{result['batches']} batches, not {images // spec['batch']}")
+        values = {
+            "first batch s": result["first_batch"],
+            "first batch after resume at 75% s": result["resume_first_batch"],
+            "S3 CPU-s per 1k images": counted["cpu"] / images * 1000,
+            "local disk MB": result["disk_bytes"] / 1e6,
+        }
+        if relay is not None:
+            values["requests/epoch"] = counted["requests"]
+            values["MB fetched/epoch"] = counted["bytes_to_client"] / 1e6
+        for key, value in values.items():
+            runs.setdefault(key, []).append(value)
+            median = statistics.median(runs[key])
+            case.facts[key] = round(median) if key == "requests/epoch" else median
+        once = runs.setdefault("exactly once", [])
+        once.append(result["exactly_once"])
+        case.facts["exactly once"] = once[-1] if len(set(once)) == 1 else "; ".join(once)
+        case.facts["resume"] = result["resume_how"]
+        if "cache" in result:
+            c = result["cache"]
+            looked = c["hits"] + c["misses"]
+            case.facts["cache"] = (
+                f"hit rate {c['hits'] / looked:.0%}, {c['requests']} GETs, "
+                f"peak {c['peak_bytes'] / 1e6:.0f} of {c['max_bytes'] / 1e6:.0f} MB"
+            )
+        return images / result["seconds"]
+
+    return measure
+
+
+def run_child(
+    spec: dict[str, Any], relay: Relay | None, weed_pid: int
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run one row in a fresh process; returns its result and the counters around its epoch."""
+    child = subprocess.Popen(
+        [sys.executable, str(HERE / "w6_systems.py"), json.dumps(spec)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **_peer_env(spec)},
+    )
+    watchdog = threading.Timer(CHILD_TIMEOUT, child.kill)
+    watchdog.start()
+    marks: dict[str, dict[str, float]] = {}
+    result: dict[str, Any] | None = None
+    try:
+        assert child.stdout is not None
+        assert child.stdin is not None
+        for line in child.stdout:
+            if line.startswith("MARK "):
+                counters: dict[str, float] = {"cpu": cpu_seconds(weed_pid)}
+                if relay is not None:
+                    counters.update(relay.counters())
+                marks[line.split()[1]] = counters
+                child.stdin.write("ok\n")
+                child.stdin.flush()
+            elif line.startswith("RESULT "):
+                result = json.loads(line[len("RESULT ") :])
+        child.wait(60)
+    finally:
+        watchdog.cancel()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if result is None or set(marks) != {"start", "epoch"}:
+        raise RuntimeError(f"the {spec['system']} child ended with code {child.returncode}")
+    start, end = marks["start"], marks["epoch"]
+    return result, {k: end[k] - start[k] for k in end}
+
+
+def _peer_env(spec: dict[str, Any]) -> dict[str, str]:
+    """Credentials and endpoint as Mosaic reads them (environment variables)."""
+    return {
+        "S3_ENDPOINT_URL": spec["endpoint"],
+        "AWS_ACCESS_KEY_ID": spec["access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": spec["secret_access_key"],
+        "AWS_DEFAULT_REGION": spec["region"],
+        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+        "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+    }
+
+
+# -- targets ----------------------------------------------------------------------------
+def targets(cases: list[Case]) -> list[dict[str, Any]]:
+    """The issue's targets, on the +20 ms rows, against the best peer of each measure."""
+    mine = [c for c in cases if c.workload == "W6" and c.values and c.system.startswith("+20")]
+    peers = [c for c in mine if c.group in ("webdataset", "litdata", "mosaic")]
+    ours = {c.system: c for c in mine if c.group == "aioloader"}
+    if not peers or not ours:
+        return []
+
+    def median(c: Case) -> float:
+        return float(statistics.median(c.values))
+
+    def pick(word: str) -> Case | None:
+        return next((c for name, c in ours.items() if word in name), None)
+
+    best = max(peers, key=median)
+    out = []
+    for label, case, bound in (
+        ("block shuffle", pick("block shuffle (window"), 1.2),
+        ("global shuffle", pick("global shuffle"), 1.0),
+    ):
+        if case is None:
+            out.append(
+                {
+                    "target": f"W6: {label} images/s >= {bound}x best peer",
+                    "measured": "n/a (row missing)",
+                    "met": None,
+                }
+            )
+            continue
+        value = median(case) / median(best)
+        out.append(
+            {
+                "target": f"W6: {label} images/s >= {bound}x best peer",
+                "measured": f"{value:.2f}x ({median(case):,.0f} vs {best.system} "
+                f"{median(best):,.0f})",
+                "met": value >= bound,
+            }
+        )
+    global_row = pick("global shuffle")
+    block_row = pick("block shuffle (window")
+    for fact, bound, label in (
+        ("first batch s", 0.6, "first batch <= 0.6x best peer"),
+        ("first batch after resume at 75% s", 0.4, "first batch after resume <= 0.4x best peer"),
+    ):
+        # a resume is compared with the peers that have one (WebDataset replays)
+        pool = [c for c in peers if c.group != "webdataset"] if "resume" in fact else peers
+        if not pool:
+            continue
+        best_peer = min(pool, key=lambda c: c.facts.get(fact, float("inf")))
+        for case in (global_row, block_row):
+            if case is None or fact not in case.facts:
+                continue
+            value = case.facts[fact] / best_peer.facts[fact]
+            out.append(
+                {
+                    "target": f"W6: {case.system.split(': ', 1)[1]}: {label}",
+                    "measured": f"{value:.2f}x ({case.facts[fact]:.2f} s vs {best_peer.system} "
+                    f"{best_peer.facts[fact]:.2f} s)",
+                    "met": value <= bound,
+                }
+            )
+    requests_peer = min(peers, key=lambda c: c.facts.get("requests/epoch", float("inf")))
+    for case in (global_row, block_row):
+        if case is None:
+            continue
+        cpu = case.facts.get("S3 CPU-s per 1k images")
+        out.append(
+            {
+                "target": f"W6: {case.system.split(': ', 1)[1]}: S3 CPU <= 0.15 s per 1k images",
+                "measured": f"{cpu:.3f} s" if cpu is not None else "n/a",
+                "met": None if cpu is None else cpu <= 0.15,
+            }
+        )
+        if case is block_row:
+            n = case.facts.get("requests/epoch")
+            theirs = requests_peer.facts.get("requests/epoch")
+            out.append(
+                {
+                    "target": "W6: block shuffle requests/epoch <= best peer's",
+                    "measured": f"{n} vs {requests_peer.system} {theirs}",
+                    "met": None if n is None or theirs is None else n <= theirs,
+                }
+            )
+    return out
