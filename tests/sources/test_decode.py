@@ -40,8 +40,9 @@ def test_decode_named_names_the_sample() -> None:
     def bad(data: bytes, index: int) -> None:
         raise ValueError("bad magic")
 
-    with pytest.raises(ValueError, match=r"^decoding file 'x' \(sample 4\) failed: bad magic$"):
+    with pytest.raises(ValueError, match=r"^decoding file 'x' \(sample 4\) failed: bad magic") as e:
         decode_named(bad, b"d", 4, "file 'x'")
+    assert getattr(e.value, "__notes__", None) == ["aioloader: reading dataset index 4: file 'x'"]
 
 
 async def test_local_files_pass_the_path_to_decoders_that_take_it(tmp_path: Path) -> None:
