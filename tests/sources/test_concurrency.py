@@ -104,3 +104,41 @@ async def test_per_loop_value_is_built_once_per_loop() -> None:
 
     assert await asyncio.to_thread(other_loop) is not per_loop.get()
     assert len(built) == 3  # the other loop's, then this loop's again
+
+
+def test_shared_limit_bounds_every_thread_and_loop_together() -> None:
+    import threading
+
+    import anyio
+
+    from aioloader.sources._concurrency import SharedLimit
+
+    limit = SharedLimit(2)
+    barrier = threading.Barrier(4, timeout=30)
+    held: list[int] = []
+    lock = threading.Lock()
+
+    async def use(backend_name: str) -> None:
+        async def one() -> None:
+            async with limit:
+                with lock:
+                    held.append(limit.in_use)
+                await anyio.sleep(0.001)  # hold the unit while the other loops ask
+
+        barrier.wait()  # all four loops ask at once
+        async with anyio.create_task_group() as group:
+            for _ in range(8):
+                group.start_soon(one)
+
+    threads = [
+        threading.Thread(target=anyio.run, args=(use, name), kwargs={"backend": name})
+        for name in ("asyncio", "trio", "asyncio", "trio")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(held) == 32
+    assert max(held) <= 2
+    assert limit.peak == 2
+    assert limit.in_use == 0

@@ -150,3 +150,34 @@ async def test_gather_reports_the_lowest_failing_position_whatever_the_timing() 
         await gather_ordered(read, [0, 1, 2, 3])
     assert finished == [0, 1]  # position 1 was left to finish, so its error wins
     assert await gather_ordered(read, [0, 4]) == [0, 4]
+
+
+async def test_a_corrupt_file_in_a_batch_names_its_step_slot_index_and_path(
+    tmp_path: Path,
+) -> None:
+    import io
+
+    import numpy as np
+
+    from aioloader import DataLoader, SequentialSampler
+    from aioloader.testing import StackCollator
+
+    for i in range(6):
+        buffer = io.BytesIO()
+        np.save(buffer, np.full(3, i, dtype=np.int64))
+        (tmp_path / f"{i}.npy").write_bytes(buffer.getvalue())
+    (tmp_path / "4.npy").write_bytes(b"not an array")
+    files = LocalFiles(tmp_path, decode_npy, pattern="*.npy")
+    loader = DataLoader(files, SequentialSampler(6, 3), StackCollator(), seed=0)
+
+    async def second_batch() -> None:
+        async with loader.stream(1, 2) as batches:
+            await batches.__anext__()
+
+    with pytest.raises(ValueError, match=r"decode_npy needs \.npy data") as caught:
+        await second_batch()
+    notes = getattr(caught.value, "__notes__", [])
+    assert notes[0] == f"aioloader: reading dataset index 4: {tmp_path / '4.npy'}"
+    assert notes[-1] == (
+        "aioloader: while building global step 1 (epoch 0, step 1), slot 1, dataset index 4"
+    )
