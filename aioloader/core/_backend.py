@@ -61,7 +61,9 @@ def _start_loading() -> None:
     with _state_lock:
         if _loader is not None or _failure is not None:
             return
-        _loader = threading.Thread(target=load, name="aioloader-kernels", daemon=True)
+        # Not a daemon: the interpreter waits for it at exit, since a thread killed inside
+        # LLVM while the interpreter finalizes aborts the process (seen on a cold cache).
+        _loader = threading.Thread(target=load, name="aioloader-kernels", daemon=False)
         _loader.start()
 
 
