@@ -6,7 +6,7 @@ sampler's arguments, the transform and the collator (docs/contract.md).
 This module holds what loaders are built with: the loader, samplers, collators, batch
 types, sources, the protocols they meet and the errors. The primitives underneath (random
 numbers, permutations, batch plans, pixel and packing helpers, digests) live in
-``aioloader.core``. Sources that need obstore or aiofiles are imported on first use.
+``aioloader.core``. Sources that need obstore (or start threads) are imported on first use.
 """
 
 from __future__ import annotations

@@ -198,4 +198,4 @@ def test_importing_aioloader_loads_no_optional_io_package() -> None:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
-    assert result.stdout.splitlines() == ["[]", "['aiofiles', 'obstore']"]
+    assert result.stdout.splitlines() == ["[]", "['obstore']"]

@@ -1,6 +1,6 @@
 """Data sources: each implements the dataset protocol and knows nothing of the engine.
 
-The sources that need obstore or aiofiles (``LocalFiles``, ``ObjectStore``, ``TarShards``,
+The sources that need obstore or read files (``LocalFiles``, ``ObjectStore``, ``TarShards``,
 ``ImageFolder`` and their helpers) are imported on first use, so ``import aioloader`` stays light.
 """
 

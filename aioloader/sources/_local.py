@@ -1,7 +1,7 @@
 """Samples stored one per file on a local disk.
 
-On asyncio the reads go through aiofiles; on trio (where aiofiles cannot run) through
-``anyio.Path``, which reads in a worker thread. The bytes are the same either way.
+Each file is opened, read and closed by one call in a worker thread (anyio's), on asyncio
+and trio alike: one thread hop per file, and a cancelled read cannot leave a file open.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
-import aiofiles
 import anyio
 
 from .._errors import ObjectNotFoundError, SourceError
-from ._concurrency import gather_ordered, running_asyncio_loop
+from ._concurrency import gather_ordered
 from ._decode import decode_bytes, decode_named, decode_npy, naming_sample, takes_key
 
 __all__ = ("LocalFiles", "decode_bytes", "decode_npy")
@@ -45,20 +44,20 @@ def _list_directory(root: Path, pattern: str) -> list[Path]:
     return paths
 
 
+def _read_whole(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 async def read_file(path: Path) -> bytes:
-    """All bytes of a file: aiofiles on asyncio, ``anyio.Path`` elsewhere.
+    """All bytes of a file, read in a worker thread that also closes it.
 
     Raises:
         ObjectNotFoundError: The file does not exist.
         SourceError: Any other OS error (permission, a directory...).
     """
     try:
-        if running_asyncio_loop() is not None:
-            # Shielded: cancelled between open and close, aiofiles would leak the handle.
-            with anyio.CancelScope(shield=True):
-                async with aiofiles.open(path, "rb") as handle:
-                    return await handle.read()
-        return await anyio.Path(path).read_bytes()
+        return await anyio.to_thread.run_sync(_read_whole, path)
     except FileNotFoundError:
         raise ObjectNotFoundError(f"file not found: {str(path)!r}") from None
     except OSError as exc:
