@@ -35,7 +35,7 @@ from ._image_ops import GainOffset as GainOffset
 from ._image_ops import gray8_to_planar as gray8_to_planar
 from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._plan import BatchPlan
-from ._pool import BatchField, BatchState, BufferPool, PooledBatch, StepBatch
+from ._pool import BatchField, BatchState, BufferPool, StepBatch
 from ._rng import BatchRng, SampleRng
 
 _NO_KEYS = np.empty(0, np.uint64)
@@ -230,15 +230,7 @@ class ImageBatchCollator:
             pool.release(out)
             pool.release(ints)
             raise
-        state = pool.reuse(_ImageState) or _ImageState()
-        state.pool, state.buffers = pool, (out, ints)
-        state.images, state.widths = out, ints[:n]
-        state.target_lengths, state.labels = ints[n : 2 * n], ints[2 * n : 3 * n]
-        state.indices, state.targets = ints[3 * n : 4 * n], ints[4 * n :]
-        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
-        batch = ImageBatch.__new__(ImageBatch)
-        PooledBatch.__init__(batch, state)
-        return batch
+        return _image_batch(self._pool, out, ints, n, plan)
 
     def _collate_compiled(
         self, kernels: ModuleType, gathered: _Gathered, plan: BatchPlan
@@ -266,15 +258,7 @@ class ImageBatchCollator:
             pool.release(out)
             pool.release(ints)
             raise
-        state = pool.reuse(_ImageState) or _ImageState()
-        state.pool, state.buffers = pool, (out, ints)
-        state.images, state.widths = out, ints[:n]
-        state.target_lengths, state.labels = ints[n : 2 * n], ints[2 * n : 3 * n]
-        state.indices, state.targets = ints[3 * n : 4 * n], ints[4 * n :]
-        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
-        batch = ImageBatch.__new__(ImageBatch)
-        PooledBatch.__init__(batch, state)
-        return batch
+        return _image_batch(self._pool, out, ints, n, plan)
 
     def _fill_compiled(
         self,
@@ -353,6 +337,21 @@ class ImageBatchCollator:
             f"ImageBatchCollator(width_multiple={self._width_multiple}, "
             f"pad_value={float(self._pad)!r}, augment={self._augment!r})"
         )
+
+
+def _image_batch(
+    pool: BufferPool, out: F32Array, ints: I32Array, n: int, plan: BatchPlan
+) -> ImageBatch:
+    """The batch over a filled ``out`` and ``ints`` (widths, lengths, labels, indices, targets)."""
+    state = pool.reuse(_ImageState) or _ImageState()
+    state.pool, state.buffers = pool, (out, ints)
+    state.images, state.widths = out, ints[:n]
+    state.target_lengths, state.labels = ints[n : 2 * n], ints[2 * n : 3 * n]
+    state.indices, state.targets = ints[3 * n : 4 * n], ints[4 * n :]
+    state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+    batch = ImageBatch.__new__(ImageBatch)
+    StepBatch.__init__(batch, state)
+    return batch
 
 
 __all__ = (
