@@ -9,6 +9,7 @@ ratio of medians to the workload's baseline, all from the same run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -18,7 +19,7 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,35 @@ PACKAGES = (
     "aiohttp",
     "pillow",
 )
+
+
+class Port:
+    """One loader set up for a workload: ``batches(stop)`` yields steps ``[0, stop)``."""
+
+    name = ""
+    group = ""
+    note = ""
+
+    def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
+        raise NotImplementedError
+
+    def release(self, batch: Any) -> None:
+        """Give a consumed batch back (pooled batches); nothing by default."""
+
+    def measure(self, warm: int, count: int) -> float:
+        """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
+        seen = 0
+        started = 0.0
+        with self.batches(warm + count) as batches:
+            for batch in batches:
+                if seen == warm:
+                    started = time.perf_counter()
+                self.release(batch)
+                seen += 1
+            ended = time.perf_counter()
+        if seen != warm + count:
+            raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
+        return count / (ended - started)
 
 
 @dataclasses.dataclass

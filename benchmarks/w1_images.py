@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import harness
 import numpy as np
 from harness import Case
 
@@ -127,31 +128,13 @@ class StepBuilder:
 
 
 # -- the systems ------------------------------------------------------------------------
-class System:
+class System(harness.Port):
     """A port: ``batches(stop)`` yields the batches of steps ``[0, stop)`` in order."""
 
-    name = ""
-    group = ""
-    note = ""
     exact = True  # whether values (not only shapes) must equal aioloader's
 
-    def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
-        raise NotImplementedError
-
-    def measure(self, warm: int, count: int) -> float:
-        """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
-        seen = 0
-        started = 0.0
-        with self.batches(warm + count) as batches:
-            for batch in batches:
-                if seen == warm:
-                    started = time.perf_counter()
-                release(batch)
-                seen += 1
-            ended = time.perf_counter()
-        if seen != warm + count:
-            raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
-        return count / (ended - started)
+    def release(self, batch: Any) -> None:
+        release(batch)
 
 
 class Aioloader(System):

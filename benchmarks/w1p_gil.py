@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 from harness import Case
 
@@ -120,15 +121,8 @@ class StepBuilder:
         return batch
 
 
-class System:
+class System(harness.Port):
     """A port: ``batches(stop)`` yields the batches of steps ``[0, stop)`` in order."""
-
-    name = ""
-    group = ""
-    note = ""
-
-    def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
-        raise NotImplementedError
 
     def cpu_per_batch(self, warm: int, count: int) -> tuple[float, float]:
         """Steady-state CPU ms per batch: (this process, the processes below it).
@@ -144,19 +138,6 @@ class System:
                     marks.append(_cpu_now())
         (own0, kids0), (own1, kids1) = marks
         return (own1 - own0) * 1e3 / count, (kids1 - kids0) * 1e3 / count
-
-    def measure(self, warm: int, count: int) -> float:
-        """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
-        seen, started = 0, 0.0
-        with self.batches(warm + count) as batches:
-            for _ in batches:
-                if seen == warm:
-                    started = time.perf_counter()
-                seen += 1
-            ended = time.perf_counter()
-        if seen != warm + count:
-            raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
-        return count / (ended - started)
 
 
 class Aioloader(System):

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import anyio
+import harness
 import numpy as np
 from harness import Case
 
@@ -101,26 +102,7 @@ def step_indices(cfg: W1uConfig, g: int) -> list[int]:
 
 
 # -- the systems -------------------------------------------------------------------------
-class System:
-    name = ""
-    group = ""
-    note = ""
-
-    def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
-        raise NotImplementedError
-
-    def measure(self, warm: int, count: int) -> float:
-        seen = 0
-        started = 0.0
-        with self.batches(warm + count) as batches:
-            for _ in batches:
-                if seen == warm:
-                    started = time.perf_counter()
-                seen += 1
-            ended = time.perf_counter()
-        if seen != warm + count:
-            raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
-        return count / (ended - started)
+System = harness.Port
 
 
 class PlainLoop(System):
