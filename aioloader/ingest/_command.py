@@ -13,32 +13,14 @@ import argparse
 import sys
 from typing import Any, cast
 
+from ..cli._arguments import positive, positive_float
+
 __all__ = ("add_parser", "run")
 
 _STORE_SCHEMES = (
     *("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://"),
     *("file://", "memory://", "adl://", "azure://"),
 )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer but got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 but got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number but got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 but got {value}")
-    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -58,7 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("output", help="folder, or object store URL (s3://bucket/prefix)")
     parser.add_argument("--url-field", default="url", help="URL field of JSONL/Parquet rows")
     parser.add_argument("--text-field", help="field written as each sample's .txt (a caption)")
-    parser.add_argument("--resize", type=_positive, metavar="N", help="target size in pixels")
+    parser.add_argument("--resize", type=positive, metavar="N", help="target size in pixels")
     parser.add_argument(
         "--resize-mode",
         choices=("border", "keep_ratio", "center_crop", "no"),
@@ -68,19 +50,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--format", choices=("jpeg", "png", "webp"), help="re-encode images in this format"
     )
-    parser.add_argument("--quality", type=_positive, default=95, help="JPEG/WebP quality")
+    parser.add_argument("--quality", type=positive, default=95, help="JPEG/WebP quality")
     parser.add_argument(
         "--full-decode",
         action="store_true",
         help="decode JPEGs at full size before shrinking (default: at reduced scale)",
     )
-    parser.add_argument("--max-in-flight", type=_positive, default=256, help="requests in all")
-    parser.add_argument("--per-host", type=_positive, default=16, help="requests per host")
-    parser.add_argument("--connect-timeout", type=_seconds, default=10.0, help="seconds")
-    parser.add_argument("--read-timeout", type=_seconds, default=30.0, help="seconds")
+    parser.add_argument("--max-in-flight", type=positive, default=256, help="requests in all")
+    parser.add_argument("--per-host", type=positive, default=16, help="requests per host")
+    parser.add_argument("--connect-timeout", type=positive_float, default=10.0, help="seconds")
+    parser.add_argument("--read-timeout", type=positive_float, default=30.0, help="seconds")
     parser.add_argument("--retries", type=int, default=2, help="retries of transient failures")
     parser.add_argument(
-        "--max-body-bytes", type=_positive, default=32 * 1024 * 1024, help="largest body"
+        "--max-body-bytes", type=positive, default=32 * 1024 * 1024, help="largest body"
     )
     parser.add_argument(
         "--content-type",
@@ -89,9 +71,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="TYPE",
         help="accepted media type, 'image/' for any image (repeatable; default any)",
     )
-    parser.add_argument("--shard-samples", type=_positive, default=10_000, help="per shard")
-    parser.add_argument("--shard-bytes", type=_positive, default=256 * 1024 * 1024)
-    parser.add_argument("--threads", type=_positive, help="image worker threads (default CPUs)")
+    parser.add_argument("--shard-samples", type=positive, default=10_000, help="per shard")
+    parser.add_argument("--shard-bytes", type=positive, default=256 * 1024 * 1024)
+    parser.add_argument("--threads", type=positive, help="image worker threads (default CPUs)")
     parser.add_argument("--start", type=int, default=0, help="first input position")
     parser.add_argument("--stop", type=int, help="one past the last input position")
     parser.add_argument(
