@@ -346,7 +346,7 @@ class StepBatch(PooledBatch[StateT]):
         state = self._state
         if state is not None:
             return int(getattr(state, self.STEP_FIELDS[index]))
-        position = getattr(self, "_position", None)
+        position = self._position
         if position is None:
             self._live()  # raises: released before its position was recorded
         assert position is not None
@@ -370,7 +370,7 @@ class StepBatch(PooledBatch[StateT]):
     def release(self) -> None:
         """Return the buffers to the pool (the step fields stay readable); idempotent."""
         state = self._state
-        if state is not None and getattr(self, "_position", None) is None:
+        if state is not None and self._position is None:
             self._position = (state.global_step, state.epoch, state.step)  # type: ignore[attr-defined]
         super().release()
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..core._pool import BatchState, BufferPool, PooledBatch
+from ..core._pool import BatchState, BufferPool, PooledBatch, StepBatch
 
 SEGMENT_PREFIX = "aioloader-shm"
 """Name of every segment (``/memfd:aioloader-shm`` in ``/proc/<pid>/fd``)."""
@@ -89,7 +89,10 @@ def _rebuild_pooled(
         lease.holders += 1
         state.pool, state.buffers = lease.returns, (_LOADING.slot,)
     batch = batch_type.__new__(batch_type)
-    PooledBatch.__init__(batch, state)
+    if isinstance(batch, StepBatch):
+        StepBatch.__init__(batch, state)
+    else:
+        PooledBatch.__init__(batch, state)
     return batch
 
 
