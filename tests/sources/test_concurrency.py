@@ -110,6 +110,7 @@ def test_shared_limit_bounds_every_thread_and_loop_together() -> None:
     import threading
 
     import anyio
+    import anyio.lowlevel
 
     from aioloader.sources._concurrency import SharedLimit
 
@@ -123,7 +124,8 @@ def test_shared_limit_bounds_every_thread_and_loop_together() -> None:
             async with limit:
                 with lock:
                     held.append(limit.in_use)
-                await anyio.sleep(0.001)  # hold the unit while the other loops ask
+                for _ in range(3):  # hold the unit while this loop's other tasks ask
+                    await anyio.lowlevel.checkpoint()
 
         barrier.wait()  # all four loops ask at once
         async with anyio.create_task_group() as group:
