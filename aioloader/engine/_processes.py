@@ -85,8 +85,10 @@ class ProcessBuilders:
         transform: ``transform(sample, rng)`` or ``None``; pickled once per worker.
         collator: ``collator(samples, plan)``; pickled once per worker.
         mp_context: ``"spawn"`` (default: a fresh interpreter that inherits no threads or
-            locks from the parent, the same on Linux and macOS, no helper process left
-            behind) or ``"forkserver"``.
+            locks from the parent, the same on Linux and macOS) or ``"forkserver"``. Both
+            start the standard library's resource tracker, one process per interpreter that
+            stays while the parent lives and exits with it (segments are anonymous files
+            and never registered with it).
 
     The transform, the collator, the samples and the batches must pickle (define them at
     module level, not as lambdas). A script that starts workers needs the usual
