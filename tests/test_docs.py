@@ -182,7 +182,7 @@ def test_code_block_runs(
         if block.setup is not None:
             namespace.update(SETUPS[block.setup](stack, request))
         code = compile(block.code, block.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        result = eval(code, namespace)  # noqa: S307 - the documentation's own code
+        result = eval(code, namespace)
         if inspect.iscoroutine(result):
             asyncio.run(result)
         namespace.clear()
@@ -214,8 +214,7 @@ def _readme_commands() -> list[str]:
     text = README.read_text(encoding="utf-8")
     block = re.search(r"^```bash\n(.*?)^```$", text, re.S | re.M)
     assert block is not None, "the README starts with a bash block of its two commands"
-    lines = [line for line in block.group(1).splitlines() if line and not line.startswith("#")]
-    return lines
+    return [line for line in block.group(1).splitlines() if line and not line.startswith("#")]
 
 
 def test_readme_has_the_two_commands_at_the_top() -> None:

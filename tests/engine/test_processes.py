@@ -435,9 +435,7 @@ def test_sigkill_of_the_parent_leaves_no_segment_and_no_process(tmp_path: Path) 
         trackers = [
             int(p.name)
             for p in Path("/proc").iterdir()
-            if p.name.isdigit()
-            and _parent_of(p) == parent.pid
-            and b"resource_tracker" in _cmd(p)
+            if p.name.isdigit() and _parent_of(p) == parent.pid and b"resource_tracker" in _cmd(p)
         ]
         assert len(trackers) == 1
         # The segments exist (mapped by the parent) but have no name in /dev/shm.
