@@ -205,6 +205,9 @@ def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     api = (site / "api" / "aioloader" / "index.html").read_text(encoding="utf-8")
     assert 'id="aioloader.DataLoader"' in api
     assert (site / "iterating" / "index.html").is_file()
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert "Quickstart: an async trainer" in home  # the README's quickstarts, included
+    assert "--8&lt;--" not in home
 
 
 # -- the README -----------------------------------------------------------------------------
