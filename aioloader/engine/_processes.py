@@ -87,8 +87,7 @@ class ProcessBuilders:
         mp_context: ``"spawn"`` (default: a fresh interpreter that inherits no threads or
             locks from the parent, the same on Linux and macOS) or ``"forkserver"``. Both
             start the standard library's resource tracker, one process per interpreter that
-            stays while the parent lives and exits with it (segments are anonymous files
-            and never registered with it).
+            stays while the parent lives and exits with it; it holds none of the segments.
 
     The transform, the collator, the samples and the batches must pickle (define them at
     module level, not as lambdas). A script that starts workers needs the usual
