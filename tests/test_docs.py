@@ -358,3 +358,42 @@ def _needed_distributions(path: Path) -> set[str]:
             if name == package or name.startswith(package + "."):
                 needed |= _distributions(extra)
     return needed
+
+
+def test_readme_drop_last_sentence_matches_the_samplers() -> None:
+    """The README says which samplers drop the short last batch and which can keep it."""
+    from aioloader import (
+        BlockShuffledSampler,
+        BucketedSampler,
+        DistributedSampler,
+        MixingSampler,
+        PackedSampler,
+        SequentialSampler,
+        ShuffledSampler,
+    )
+
+    def default(kind: type, name: str = "drop_last") -> Any:
+        parameter = inspect.signature(kind).parameters.get(name)
+        return None if parameter is None else parameter.default
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert "`drop_last` defaults to `True`" in text
+    for kind in (SequentialSampler, ShuffledSampler):
+        assert default(kind) is True
+        assert [kind(10, 3).steps_per_epoch, kind(10, 3, drop_last=False).steps_per_epoch] == [
+            3,
+            4,
+        ]
+    assert default(BlockShuffledSampler) is True
+    assert BlockShuffledSampler([5, 5], 3, drop_last=False).steps_per_epoch == 4
+    assert "`PackedSampler` keeps it by default" in text
+    assert default(PackedSampler) is False
+    assert "`DistributedSampler` keeps it unless `drop_last_batch=True`" in text
+    assert default(DistributedSampler, "drop_last_batch") is False
+    assert DistributedSampler(10, 3, 0, 1).steps_per_epoch == 4
+    assert DistributedSampler(10, 3, 0, 1, drop_last_batch=True).steps_per_epoch == 3
+    assert "`BucketedSampler` always drops it" in text
+    assert default(BucketedSampler) is None
+    assert BucketedSampler([1] * 10, 3, 1).steps_per_epoch == 3
+    assert "`MixingSampler` draws with replacement" in text
+    assert default(MixingSampler) is None
