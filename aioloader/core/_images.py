@@ -124,7 +124,7 @@ class ImageBatch(StepBatch[_ImageState]):
     indices = BatchField[I32Array]("int32 [B]: dataset indices.")
 
     def __len__(self) -> int:
-        return int(self._live().images.shape[0])
+        return int(self.live_state().images.shape[0])
 
     DIGEST_FIELDS = (
         "images",

@@ -282,7 +282,7 @@ class PackCollator:
             for buffer in buffers:
                 pool.release(buffer)
             raise
-        starts = layout._row_of_piece() * ctx + layout.offsets
+        starts = layout.row_of_piece() * ctx + layout.offsets
         edges = np.concatenate((starts, starts + layout.lengths, np.arange(rows + 1) * ctx))
         state = pool.reuse(_PackedState) or _PackedState()
         state.pool, state.buffers = pool, tuple(buffers)
@@ -332,14 +332,14 @@ class PackCollator:
     ) -> None:
         """The numpy reference of ``_fill_compiled``."""
         tokens[...] = self._value
-        row_of = layout._row_of_piece().tolist()
+        row_of = layout.row_of_piece().tolist()
         for r, k, s, n, o in zip(
             row_of,
             *(a.tolist() for a in (source, layout.starts, layout.lengths, layout.offsets)),
             strict=True,
         ):
             tokens[r, o : o + n] = arrays[k][s : s + n]
-        flat, piece, within = layout._position_index()
+        flat, piece, within = layout.position_index()
         positions.fill(0)
         positions.reshape(-1)[flat] = within
         segments.fill(-1)

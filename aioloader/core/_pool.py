@@ -261,7 +261,8 @@ class PooledBatch(Generic[StateT]):
     def __init__(self, state: StateT) -> None:
         self._state: StateT | None = state
 
-    def _live(self) -> StateT:
+    def live_state(self) -> StateT:
+        """The state behind the fields; ``BufferReleasedError`` once released."""
         state = self._state
         if state is None:
             raise BufferReleasedError(
@@ -290,7 +291,7 @@ class PooledBatch(Generic[StateT]):
             pool.recycle(state)
 
     def __enter__(self: _B) -> _B:
-        self._live()
+        self.live_state()
         return self
 
     def __exit__(
@@ -321,7 +322,7 @@ class BatchField(Generic[_V]):
     def __get__(self, obj: PooledBatch[Any] | None, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        return getattr(obj._live(), self._name)
+        return getattr(obj.live_state(), self._name)
 
 
 class StepBatch(PooledBatch[StateT]):
@@ -348,7 +349,7 @@ class StepBatch(PooledBatch[StateT]):
             return int(getattr(state, self.STEP_FIELDS[index]))
         position = self._position
         if position is None:
-            self._live()  # raises: released before its position was recorded
+            self.live_state()  # raises: released before its position was recorded
         assert position is not None
         return int(position[index])
 
@@ -386,13 +387,23 @@ class StepBatch(PooledBatch[StateT]):
 
     def __digest_fields__(self) -> list[tuple[str, Any]]:
         """``(name, value)`` of every field in ``DIGEST_FIELDS``, for ``digest_batch``."""
-        state = self._live()
+        state = self.live_state()
         return [(name, getattr(state, name)) for name in self.DIGEST_FIELDS]
 
     def __batch_fields__(self) -> list[tuple[str, Any]]:
         """``(name, value)`` of every field, for the interop modules (nothing dropped)."""
-        state = self._live()
+        state = self.live_state()
         return [(name, getattr(state, name)) for name in self.field_names()]
+
+
+def release_batch(batch: Any) -> None:
+    """Return a batch's pooled buffers if it has any (``batch.release()``); else nothing.
+
+    >>> release_batch([1, 2])  # not pooled: left alone
+    """
+    release = getattr(batch, "release", None)
+    if callable(release):
+        release()
 
 
 __all__ = (
@@ -402,5 +413,6 @@ __all__ = (
     "PoolStatistics",
     "PooledBatch",
     "StepBatch",
+    "release_batch",
     "size_class",
 )

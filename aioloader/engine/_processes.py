@@ -30,18 +30,13 @@ import anyio
 
 from .._compat import add_note
 from .._errors import LoaderClosedError, WorkerDiedError
+from .._threadsafe import threadsafe_caller
 from ..core._plan import BatchPlan
+from ..core._pool import release_batch
 from ._build import Transform
 from ._process_worker import worker_main
 from ._shm_pool import IS_POSIX, SegmentLease, SegmentReturns, load_batch
-from ._worker_handle import (
-    Job,
-    WorkerHandle,
-    describe_exit,
-    release_batch,
-    threadsafe_caller,
-    widen_pipe,
-)
+from ._worker_handle import Job, WorkerHandle, describe_exit, widen_pipe
 
 MP_CONTEXTS = ("spawn", "forkserver")
 _JOIN_SECONDS = 5.0

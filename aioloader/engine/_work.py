@@ -18,13 +18,15 @@ import anyio.abc
 import sniffio
 
 from .._compat import add_note
+from .._threadsafe import threadsafe_caller
 from ..core._plan import BatchPlan
+from ..core._pool import release_batch
 from ._build import build_batch
 from ._config import LoaderConfig, LoaderCounters
 from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, make_batch_reader
 from ._ring import PrefetchRing
-from ._threads import BuildThreads, threadsafe_caller
+from ._threads import BuildThreads
 
 BatchT = TypeVar("BatchT")
 logger = logging.getLogger("aioloader")
@@ -42,13 +44,6 @@ class Unbuilt:
     def __init__(self, plan: BatchPlan, samples: list[Any]) -> None:
         self.plan = plan
         self.samples = samples
-
-
-def release_batch(batch: Any) -> None:
-    """Return a batch's pooled buffers if it has any (``batch.release()``)."""
-    release = getattr(batch, "release", None)
-    if callable(release):
-        release()
 
 
 class StreamWork(Generic[BatchT]):

@@ -1,7 +1,7 @@
 """The parent's side of one worker process: its pipes, its queue of jobs, its segments.
 
-Also the small pieces ``ProcessBuilders`` shares with it: a job awaiting its batch, waking
-the event loop from a thread, naming an exit code.
+Also the small pieces ``ProcessBuilders`` shares with it: a job awaiting its batch, naming
+an exit code.
 """
 
 from __future__ import annotations
@@ -17,29 +17,9 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-import sniffio
-
 from ._shm_pool import ParentSegments
 
 _F_SETPIPE_SZ = 1031
-
-
-def threadsafe_caller() -> Callable[[Callable[[], object]], object]:
-    """``call(fn)`` from any thread runs ``fn`` soon on the current event loop's thread."""
-    if sniffio.current_async_library() == "trio":
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    import asyncio
-
-    return asyncio.get_running_loop().call_soon_threadsafe
-
-
-def release_batch(batch: Any) -> None:
-    """``batch.release()`` if the batch has one."""
-    release = getattr(batch, "release", None)
-    if callable(release):
-        release()
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -114,7 +94,5 @@ __all__ = [
     "Job",
     "WorkerHandle",
     "describe_exit",
-    "release_batch",
-    "threadsafe_caller",
     "widen_pipe",
 ]

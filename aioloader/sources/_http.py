@@ -207,7 +207,7 @@ class HttpFetcher:
 
     def statistics(self) -> HttpStatistics:
         """A snapshot of the counters."""
-        state = self._state._value
+        state = self._state.peek()
         return HttpStatistics(
             requests=self._requests,
             retries=self._retries,
@@ -222,9 +222,9 @@ class HttpFetcher:
 
     async def aclose(self) -> None:
         """Close the connections of the running event loop's client."""
-        state = self._state._value
+        state = self._state.peek()
         if state is not None:
-            self._state._value = None
+            self._state.forget()
             with anyio.CancelScope(shield=True):
                 await state.client.aclose()
 
