@@ -32,6 +32,7 @@ from ._samplers import (
     Sampler,
     _check_position,
     _PositionalSampler,
+    check_sampler,
 )
 from ._streams import RngStream
 
@@ -99,13 +100,7 @@ class RankSlice:
     __slots__ = ("_batch_sizes", "_rank", "_sampler", "_world_size")
 
     def __init__(self, sampler: Sampler, rank: int, world_size: int) -> None:
-        if not callable(getattr(sampler, "indices", None)) or not hasattr(
-            sampler, "steps_per_epoch"
-        ):
-            raise TypeError(
-                "sampler must have steps_per_epoch and indices(seed, epoch, step) "
-                f"but got {type(sampler).__name__}"
-            )
+        check_sampler(sampler, needs_a_step=False)
         self._rank, self._world_size = _check_rank(rank, world_size)
         self._sampler = sampler
         sizes = batch_sizes_of(sampler)

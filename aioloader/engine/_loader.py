@@ -10,8 +10,8 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
-from ..core._check import as_int, u64
-from ..core._samplers import Sampler
+from ..core._check import as_int, positive_up_to, u64
+from ..core._samplers import Sampler, check_sampler
 from ._build import Transform, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
 from ._reads import describe_dataset_kind
@@ -65,13 +65,6 @@ class LoaderStatistics:
         return (
             self.consumer_wait_seconds / self.batches_delivered if self.batches_delivered else 0.0
         )
-
-
-def _positive(name: str, value: Any, limit: int) -> int:
-    number = as_int(name, value)
-    if not 1 <= number <= limit:
-        raise ValueError(f"{name} must be an integer in [1, {limit}] but got {number}")
-    return number
 
 
 def _dataset_length(dataset: Any) -> int | None:
@@ -151,18 +144,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         max_inflight_reads: int = 64,
         start_step: int = 0,
     ) -> None:
-        if not callable(getattr(sampler, "indices", None)) or not hasattr(
-            sampler, "steps_per_epoch"
-        ):
-            raise TypeError(
-                "sampler must have steps_per_epoch and indices(seed, epoch, step) "
-                f"but got {type(sampler).__name__}"
-            )
-        if sampler.steps_per_epoch < 1:
-            raise ValueError(
-                f"sampler has steps_per_epoch = {sampler.steps_per_epoch}: "
-                "fewer items than one batch"
-            )
+        check_sampler(sampler)
         if not callable(collator):
             raise TypeError(f"collator must be callable but got {type(collator).__name__}")
         if transform is not None and not callable(transform):
@@ -199,8 +181,10 @@ class DataLoader(Generic[SampleT, BatchT]):
             workers=threads,
             requested_workers=requested_workers,
             executor=executor,
-            prefetch=_positive("prefetch", prefetch, PREFETCH_LIMIT),
-            max_inflight_reads=_positive("max_inflight_reads", max_inflight_reads, READS_LIMIT),
+            prefetch=positive_up_to("prefetch", prefetch, PREFETCH_LIMIT),
+            max_inflight_reads=positive_up_to(
+                "max_inflight_reads", max_inflight_reads, READS_LIMIT
+            ),
         )
         attributes = self.__dict__
         for name in CONFIGURATION:
