@@ -70,10 +70,6 @@ class _ImageState(BatchState):
         "widths",
     )
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.clear()
-
     def clear(self) -> None:
         super().clear()
         self.images: npt.NDArray[Any] = _EMPTY

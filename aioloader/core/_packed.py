@@ -168,10 +168,6 @@ class _PackedState(BatchState):
         "tokens",
     )
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.clear()
-
     def clear(self) -> None:
         super().clear()
         self.tokens: npt.NDArray[Any] = _EMPTY

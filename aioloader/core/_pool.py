@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -232,18 +231,21 @@ class BufferPool:
 
 
 class BatchState:
-    """The recyclable inside of a pooled batch: its pool and the buffers to give back."""
+    """The recyclable inside of a pooled batch: its pool and the buffers to give back.
+
+    A subclass adds its fields in ``clear()`` (calling ``super().clear()``): a new state
+    starts cleared, and a recycled one is cleared the same way.
+    """
 
     __slots__ = ("buffers", "pool")
 
     def __init__(self) -> None:
-        self.pool: BufferPool | None = None
-        self.buffers: tuple[npt.NDArray[Any], ...] = ()
+        self.clear()
 
     def clear(self) -> None:
         """Forget every reference (called before the object is recycled)."""
-        self.pool = None
-        self.buffers = ()
+        self.pool: BufferPool | None = None
+        self.buffers: tuple[npt.NDArray[Any], ...] = ()
 
 
 StateT = TypeVar("StateT", bound=BatchState)
@@ -294,12 +296,7 @@ class PooledBatch(Generic[StateT]):
         self.live_state()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 

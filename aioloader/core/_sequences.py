@@ -120,10 +120,6 @@ def pad_sequences(
 class _PaddedState(BatchState):
     __slots__ = ("attention_mask", "epoch", "global_step", "indices", "lengths", "step", "tokens")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.clear()
-
     def clear(self) -> None:
         super().clear()
         self.tokens: npt.NDArray[Any] = _EMPTY

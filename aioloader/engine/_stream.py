@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import time
-from types import TracebackType
 from typing import Generic, TypeVar
 
 import anyio
@@ -88,12 +87,7 @@ class BatchStream(Generic[BatchT]):
         self._group.start_soon(self._work.run)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: object) -> None:
         assert self._group is not None
         if self._state is StreamState.RUNNING:
             self._state = StreamState.CLOSED
@@ -101,7 +95,6 @@ class BatchStream(Generic[BatchT]):
         # The group holds only background work, whose failures reach the consumer through
         # the ring; the consumer's own exception propagates unchanged.
         await self._group.__aexit__(None, None, None)
-        return None
 
     # -- iteration --------------------------------------------------------------------
     def __aiter__(self) -> BatchStream[BatchT]:

@@ -26,7 +26,6 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import IO, Any
 
 import anyio
@@ -349,12 +348,7 @@ class TarShardWriter:
     async def __aenter__(self) -> TarShardWriter:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
             await self.close()
         else:

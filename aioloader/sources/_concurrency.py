@@ -10,7 +10,6 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -113,12 +112,7 @@ class SharedLimit:
     async def __aenter__(self) -> None:
         await self.acquire()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.release()
 
 

@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -224,12 +223,7 @@ class HttpFetcher:
     async def __aenter__(self) -> HttpFetcher:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def fetch(self, url: str) -> FetchResult:
