@@ -220,8 +220,10 @@ class DataLoader(Generic[SampleT, BatchT]):
     def stream(self, start: int | None = None, stop: int | None = None) -> BatchStream[BatchT]:
         """Batches of global steps ``[start, stop)`` in step order (``stop=None``: no end).
 
-        ``start`` defaults to the loader's cursor. Use as ``async for`` or, to scope its
-        tasks to a block, ``async with loader.stream() as batches: async for ...``.
+        ``start`` defaults to the loader's cursor. Prefer the structured form, which scopes
+        the stream's work to the block: ``async with loader.stream() as batches: async for
+        batch in batches: ...``; a bare ``async for`` hosts it in a system task
+        (docs/iterating.md).
 
         ``start=None`` makes a cursor-driven stream: each batch it delivers advances the
         loader's resume cursor (``state_dict()``). An explicit ``start`` (to peek, or to
