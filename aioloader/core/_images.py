@@ -206,39 +206,41 @@ class ImageBatchCollator:
             if gathered is not None:
                 return self._collate_compiled(kernels, gathered, plan)
         images, widths, labels, targets = _gather(samples, indices)
-        c, h = images[0].shape[0], images[0].shape[1]
-        lengths = list(map(len, targets))
-        total = sum(lengths)
-        multiple = self._width_multiple
-        wp = -(-max(widths) // multiple) * multiple
-        pool = self._pool
-        out = pool.acquire((n, c, h, wp), F32)
-        ints = pool.acquire((4 * n + total,), I32)
-        try:
-            ints[:n] = widths
-            ints[n : 2 * n] = lengths
-            ints[2 * n : 3 * n] = labels
-            ints[3 * n : 4 * n] = indices
-            if total:
-                np.concatenate(targets, out=ints[4 * n :], casting="unsafe")
-            self._fill(out, images, widths, ints[:n], plan)
-        except BaseException:
-            pool.release(out)
-            pool.release(ints)
-            raise
-        return _image_batch(self._pool, out, ints, n, plan)
+
+        def fill(out: F32Array, out_widths: I32Array) -> None:
+            self._fill(out, images, widths, out_widths, plan)
+
+        return self._collate_into(images[0].shape, max(widths), widths, labels, targets, plan, fill)
 
     def _collate_compiled(
         self, kernels: ModuleType, gathered: _Gathered, plan: BatchPlan
     ) -> ImageBatch:
         """The compiled path: pixels, pad and ``GainOffset`` in one GIL-free kernel call."""
         images, ids, widths, labels, targets = gathered
-        n = ids.shape[0]
-        c, h = images[0].shape[0], images[0].shape[1]
+
+        def fill(out: F32Array, out_widths: I32Array) -> None:
+            self._fill_compiled(kernels, out, images, ids, widths, out_widths, plan)
+
+        widest = int(widths.max())
+        return self._collate_into(images[0].shape, widest, widths, labels, targets, plan, fill)
+
+    def _collate_into(
+        self,
+        shape: tuple[int, ...],
+        widest: int,
+        widths: Any,
+        labels: Any,
+        targets: Sequence[Any],
+        plan: BatchPlan,
+        fill: Callable[[F32Array, I32Array], None],
+    ) -> ImageBatch:
+        """Both paths: pooled arrays for the batch, its int32 fields, then ``fill`` the pixels."""
+        n = len(targets)
+        c, h = shape[0], shape[1]
         lengths = list(map(len, targets))
         total = sum(lengths)
         multiple = self._width_multiple
-        wp = -(-int(widths.max()) // multiple) * multiple
+        wp = -(-widest // multiple) * multiple
         pool = self._pool
         out = pool.acquire((n, c, h, wp), F32)
         ints = pool.acquire((4 * n + total,), I32)
@@ -249,12 +251,12 @@ class ImageBatchCollator:
             ints[3 * n : 4 * n] = plan.indices
             if total:
                 np.concatenate(targets, out=ints[4 * n :], casting="unsafe")
-            self._fill_compiled(kernels, out, images, ids, widths, ints[:n], plan)
+            fill(out, ints[:n])
         except BaseException:
             pool.release(out)
             pool.release(ints)
             raise
-        return _image_batch(self._pool, out, ints, n, plan)
+        return _image_batch(pool, out, ints, n, plan)
 
     def _fill_compiled(
         self,
