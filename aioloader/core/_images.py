@@ -35,7 +35,7 @@ from ._image_ops import GainOffset as GainOffset
 from ._image_ops import gray8_to_planar as gray8_to_planar
 from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._plan import BatchPlan
-from ._pool import BatchField, BatchState, BufferPool, StepBatch
+from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._rng import BatchRng, SampleRng
 
 _NO_KEYS = np.empty(0, np.uint64)
@@ -57,18 +57,8 @@ class ImageSample:
     label: int = 0
 
 
-class _ImageState(BatchState):
-    __slots__ = (
-        "epoch",
-        "global_step",
-        "images",
-        "indices",
-        "labels",
-        "step",
-        "target_lengths",
-        "targets",
-        "widths",
-    )
+class _ImageState(StepState):
+    __slots__ = ("images", "indices", "labels", "target_lengths", "targets", "widths")
 
     def clear(self) -> None:
         super().clear()
@@ -78,9 +68,6 @@ class _ImageState(BatchState):
         self.target_lengths: npt.NDArray[Any] = _EMPTY
         self.labels: npt.NDArray[Any] = _EMPTY
         self.indices: npt.NDArray[Any] = _EMPTY
-        self.global_step = 0
-        self.epoch = 0
-        self.step = 0
 
 
 class ImageBatch(StepBatch[_ImageState]):
@@ -346,7 +333,7 @@ def _image_batch(
     state.images, state.widths = out, ints[:n]
     state.target_lengths, state.labels = ints[n : 2 * n], ints[2 * n : 3 * n]
     state.indices, state.targets = ints[3 * n : 4 * n], ints[4 * n :]
-    state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+    state.stamp(plan)
     batch = ImageBatch.__new__(ImageBatch)
     StepBatch.__init__(batch, state)
     return batch

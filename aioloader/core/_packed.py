@@ -18,7 +18,7 @@ import numpy.typing as npt
 from ._check import lengths_1d, positive_int
 from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
-from ._pool import BatchField, BatchState, BufferPool, StepBatch
+from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._rng import _derive_unchecked
 from ._samplers import IndexArray, _check_position
 from ._sequences import _EMPTY, Int64Array, _as_arrays, byte_layout, compiled_for, ids_of
@@ -155,18 +155,8 @@ class PackedSampler:
         )
 
 
-class _PackedState(BatchState):
-    __slots__ = (
-        "causal_mask",
-        "cu_seqlens",
-        "epoch",
-        "global_step",
-        "indices",
-        "position_ids",
-        "segment_ids",
-        "step",
-        "tokens",
-    )
+class _PackedState(StepState):
+    __slots__ = ("causal_mask", "cu_seqlens", "indices", "position_ids", "segment_ids", "tokens")
 
     def clear(self) -> None:
         super().clear()
@@ -176,7 +166,6 @@ class _PackedState(BatchState):
         self.cu_seqlens: npt.NDArray[Any] = _EMPTY
         self.indices: npt.NDArray[Any] = _EMPTY
         self.causal_mask: npt.NDArray[Any] | None = None
-        self.global_step = self.epoch = self.step = 0
 
 
 class PackedBatch(StepBatch[_PackedState]):
@@ -285,7 +274,7 @@ class PackCollator:
         state.tokens, state.position_ids, state.segment_ids = tokens, positions, segments
         state.cu_seqlens = np.unique(edges).astype(np.int32)
         state.indices, state.causal_mask = plan.indices, mask
-        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+        state.stamp(plan)
         return PackedBatch(state)
 
     def _fill_compiled(

@@ -322,7 +322,25 @@ class BatchField(Generic[_V]):
         return getattr(obj.live_state(), self._name)
 
 
-class StepBatch(PooledBatch[StateT]):
+class StepState(BatchState):
+    """The state of a batch that knows its step: ``global_step``, ``epoch`` and ``step``."""
+
+    __slots__ = ("epoch", "global_step", "step")
+
+    def clear(self) -> None:
+        """Forget every reference and the step."""
+        super().clear()
+        self.global_step = self.epoch = self.step = 0
+
+    def stamp(self, plan: Any) -> None:
+        """Record the position of ``plan`` (a ``BatchPlan``)."""
+        self.global_step, self.epoch, self.step = plan.global_step, plan.epoch, plan.step
+
+
+StepStateT = TypeVar("StepStateT", bound=StepState)
+
+
+class StepBatch(PooledBatch[StepStateT]):
     """A pooled batch that knows where it sits in the stream (every collator's batches).
 
     ``global_step``, ``epoch`` and ``step`` hold no pooled memory and stay readable after
@@ -336,7 +354,7 @@ class StepBatch(PooledBatch[StateT]):
 
     STEP_FIELDS: tuple[str, ...] = ("global_step", "epoch", "step")
 
-    def __init__(self, state: StateT) -> None:
+    def __init__(self, state: StepStateT) -> None:
         super().__init__(state)
         self._position: tuple[int, int, int] | None = None
 
@@ -369,7 +387,7 @@ class StepBatch(PooledBatch[StateT]):
         """Return the buffers to the pool (the step fields stay readable); idempotent."""
         state = self._state
         if state is not None and self._position is None:
-            self._position = (state.global_step, state.epoch, state.step)  # type: ignore[attr-defined]
+            self._position = (state.global_step, state.epoch, state.step)
         super().release()
 
     @classmethod
@@ -410,6 +428,7 @@ __all__ = (
     "PoolStatistics",
     "PooledBatch",
     "StepBatch",
+    "StepState",
     "release_batch",
     "size_class",
 )
