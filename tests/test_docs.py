@@ -145,7 +145,17 @@ def _urls(stack: ExitStack, request: pytest.FixtureRequest) -> dict[str, Any]:
     return {}
 
 
+def _loader(stack: ExitStack, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """``loader``: 100 numbers in batches of 10, for a block about iterating."""
+    from aioloader import DataLoader, SequentialSampler
+    from aioloader.testing import MemoryDataset, StackCollator
+
+    dataset = MemoryDataset(list(range(100)))
+    return {"loader": DataLoader(dataset, SequentialSampler(100, 10), StackCollator(), seed=0)}
+
+
 SETUPS: dict[str, Callable[[ExitStack, pytest.FixtureRequest], dict[str, Any]]] = {
+    "loader": _loader,
     "image-folder": _image_folder,
     "s3-shards": _s3_shards,
     "urls": _urls,

@@ -2,52 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 from typing import Any
+
+from .._argtypes import non_negative as non_negative
+from .._argtypes import positive as positive
+from .._argtypes import positive_float as positive_float
 
 
 class CommandError(Exception):
     """A subcommand cannot go on; ``main`` prints ``error: <message>`` and exits with 2."""
-
-
-def non_negative(text: str) -> int:
-    """An integer >= 0.
-
-    >>> non_negative("3")
-    3
-    """
-    return _integer_at_least(text, 0)
-
-
-def positive(text: str) -> int:
-    """An integer >= 1: every value below 1 gets the same message, ``must be >= 1``.
-
-    >>> positive("1")
-    1
-    """
-    return _integer_at_least(text, 1)
-
-
-def _integer_at_least(text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer but got {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"must be >= {minimum} but got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0 (milliseconds, for example)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number but got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0 but got {text}")
-    return value
 
 
 BACKENDS = ("asyncio", "uvloop", "trio")
@@ -70,10 +34,3 @@ def backend_arguments(backend: str) -> tuple[str, dict[str, Any]]:
     if backend == "uvloop":
         return "asyncio", {"use_uvloop": True}
     return backend, {}
-
-
-def release(batch: Any) -> None:
-    """Return a pooled batch's buffers (batches without ``release`` are left alone)."""
-    method = getattr(batch, "release", None)
-    if callable(method):
-        method()
