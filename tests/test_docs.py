@@ -407,3 +407,10 @@ def test_readme_drop_last_sentence_matches_the_samplers() -> None:
     assert BucketedSampler([1] * 10, 3, 1).steps_per_epoch == 3
     assert "`MixingSampler` draws with replacement" in text
     assert default(MixingSampler) is None
+
+
+def test_readme_links_point_at_files() -> None:
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
+    local = [target for target in targets if "://" not in target]
+    assert len(local) >= 20
+    assert [target for target in local if not (REPO / target).exists()] == []
