@@ -92,7 +92,7 @@ class W8Config:
     fractions: tuple[float, ...] = (0.25, 0.5)
     shards: int = 32  # every format cut into about this many shards (tar: images / shards)
     peers: bool = True
-    row_timeout: float = 900.0  # seconds for all epochs of one row
+    row_timeout: float = 600.0  # seconds for all epochs of one row (Mosaic may thrash)
 
     def __post_init__(self) -> None:
         for name in ("images", "batch", "shards", "epochs"):
