@@ -70,7 +70,7 @@ TITLES = {
     "center crop -> WebDataset shards",
     "W6": "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
     "batch 64; cold epoch",
-    "W8": "three epochs with a cache of 25% and 50% of the dataset: W6's JPEGs in ~9 MB "
+    "W8": "three epochs with a cache of 25% and 50% of the dataset: W6's JPEGs in about 32 "
     "shards from SeaweedFS, +20 ms per request; bytes and requests per epoch",
 }
 NOTES = {

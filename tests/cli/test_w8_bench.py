@@ -44,10 +44,12 @@ def test_optimum_and_ratios_are_exact() -> None:
         "e3 requests": 20,
         "e3 images/s": 160.0,
         "e3 / optimum": 1.0,
+        "all epochs / optimum": 1.038,  # 2,595,006 bytes / (1,000,003 + 2 x 750,003)
     }
     no_cache = w8.epoch_facts(epochs[:2], 1_000_003, None)
     assert (no_cache["cache MB"], no_cache["optimum MB (epochs 2+)"]) == (0.0, 1.000003)
     assert no_cache["e2 / optimum"] == 0.825
+    assert no_cache["all epochs / optimum"] == 0.922  # 1,845,003 / 2,000,006
     marks = [
         {"requests": 5, "bytes_to_client": 100, "time": 10.0},
         {"requests": 9, "bytes_to_client": 1100, "time": 12.0},
@@ -109,6 +111,9 @@ def test_a_tiny_run_of_the_aioloader_rows_adds_up(tmp_path: Path) -> None:
     for epoch in (2, 3):
         optimum = dataset - int(0.5 * dataset)
         assert facts[f"e{epoch} / optimum"] == round(facts[f"e{epoch} MB"] * 1e6 / optimum, 3)
+    fewest = dataset + 2 * (dataset - int(0.5 * dataset))
+    fetched = sum(facts[f"e{n} MB"] for n in (1, 2, 3)) * 1e6
+    assert facts["all epochs / optimum"] == round(fetched / fewest, 3)
     assert facts["same samples"] == "yes"
     # The relay counts every GET of the cache plus one HEAD per shard (the saved index is
     # checked against the shard's size and version), and their bytes plus HTTP headers.
