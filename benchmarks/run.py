@@ -155,6 +155,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.rounds = 1 if args.quick else 7
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1 but got {args.rounds}")
+    if args.w8_images is not None and (args.w8_images < 64 or args.w8_images % 64):
+        parser.error(f"--w8-images must be a multiple of 64 (the batch) but got {args.w8_images}")
     return args
 
 

@@ -74,6 +74,8 @@ def test_w8_is_named_only() -> None:
     assert "W8" in run.WORKLOADS
     assert "W8" not in run.parse_args([]).workloads
     assert run.parse_args(["--workloads", "W8", "--w8-images", "1024"]).w8_images == 1024
+    with pytest.raises(SystemExit):
+        run.parse_args(["--workloads", "W8", "--w8-images", "1000"])
 
 
 def test_a_tiny_run_of_the_aioloader_rows_adds_up(tmp_path: Path) -> None:
