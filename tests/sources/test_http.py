@@ -28,6 +28,7 @@ from tests._support.http_server import HttpTestServer, jpeg_bytes, scheduled_fau
 pytestmark = pytest.mark.anyio
 
 FAST = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.01)
+LOOPBACK = ("127.0.0.1",)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,12 @@ def n() -> int:
 
 
 def _fetcher(client: str = "auto", **kwargs: object) -> HttpFetcher:
-    options: dict[str, object] = {"retry": FAST, "read_timeout": 5.0, "client": client}
+    options: dict[str, object] = {
+        "retry": FAST,
+        "read_timeout": 5.0,
+        "client": client,
+        "allow": LOOPBACK,
+    }
     options.update(kwargs)
     return HttpFetcher(**options)  # type: ignore[arg-type]
 
@@ -273,14 +279,14 @@ async def test_every_url_ends_as_exactly_one_result(server: HttpTestServer, clie
 
 async def test_per_host_and_global_bounds_hold() -> None:
     with HttpTestServer(latency=0.02) as slow:
-        fetcher = HttpFetcher(max_in_flight=4, max_per_host=2, retry=FAST)
+        fetcher = HttpFetcher(max_in_flight=4, max_per_host=2, retry=FAST, allow=LOOPBACK)
         async with fetcher, anyio.create_task_group() as group:
             for i in range(12):
                 group.start_soon(fetcher.fetch, slow.url(f"/img/{i}.jpg"))
         assert 1 <= slow.max_in_flight <= 2  # one host: its bound
         slow.max_in_flight = 0
         hosts = [slow.base, slow.base.replace("127.0.0.1", "localhost")]
-        fetcher = HttpFetcher(max_in_flight=3, max_per_host=2, retry=FAST)
+        fetcher = HttpFetcher(max_in_flight=3, max_per_host=2, retry=FAST, allow=LOOPBACK)
         async with fetcher, anyio.create_task_group() as group:
             for i in range(16):
                 group.start_soon(fetcher.fetch, f"{hosts[i % 2]}/img/{i}.jpg")
