@@ -37,8 +37,9 @@ def _kind(address: IPAddress) -> str | None:
         ("loopback", address.is_loopback),
         ("link-local", address.is_link_local),
         ("multicast", address.is_multicast),
+        ("reserved", address.is_reserved),
         ("private", address.is_private),
-        ("reserved", address.is_reserved or not address.is_global),
+        ("reserved", not address.is_global),
     )
     return next((name for name, hit in checks if hit), None)
 

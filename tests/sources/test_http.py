@@ -366,3 +366,66 @@ def test_http_source_feeds_a_loader(
         return rows
 
     assert anyio.run(run) == [[i, len(jpeg_bytes(i))] for i in range(8)]
+
+
+async def test_a_trickling_body_fails_as_timeout_with_its_rate(
+    server: HttpTestServer, client: str
+) -> None:
+    async with _fetcher(client, min_rate=1024, min_rate_grace=1.0) as fetcher:
+        result = await fetcher.fetch(server.url("/trickle/500/t"))
+    assert (result.reason, result.attempts, result.status) == ("timeout", 1, 200)
+    assert "B/s" in result.detail and "below min_rate=1024 B/s" in result.detail
+    assert float(result.detail.split("at ", 1)[1].split(" ", 1)[0]) < 10
+
+
+async def test_the_default_deadline_and_rate_are_set() -> None:
+    fetcher = HttpFetcher()
+    assert (fetcher.total_timeout, fetcher.min_rate, fetcher.min_rate_grace) == (60.0, 1024.0, 10.0)
+
+
+async def test_loopback_is_refused_by_default_on_every_client(
+    server: HttpTestServer, client: str
+) -> None:
+    path = f"/img/blocked-{client}.jpg"
+    async with _fetcher(client, allow=None) as fetcher:
+        literal = await fetcher.fetch(server.url(path))
+        named = await fetcher.fetch(server.url(path).replace("127.0.0.1", "localhost"))
+    assert (literal.reason, literal.attempts, literal.body) == ("blocked_address", 1, None)
+    assert "127.0.0.1 is a loopback address" in literal.detail
+    assert (named.reason, named.attempts) == ("blocked_address", 1)
+    assert "localhost -> 127.0.0.1 is a loopback address" in named.detail
+    assert server.count(path) == 0
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["http://127.0.0.1:{port}/img/9.jpg", "http://169.254.169.254/latest/meta-data/"],
+)
+async def test_a_redirect_to_a_refused_address_is_blocked(
+    server: HttpTestServer, client: str, target: str
+) -> None:
+    port = server.base.rsplit(":", 1)[1]
+    url = f"http://localhost:{port}/goto?" + target.format(port=port)
+    async with _fetcher(client, allow=["localhost"]) as fetcher:
+        result = await fetcher.fetch(url)
+    assert (result.reason, result.attempts, result.body) == ("blocked_address", 1, None)
+    assert result.final_url == target.format(port=port)
+
+
+async def test_the_allow_list_lets_loopback_and_its_redirects_through(
+    server: HttpTestServer, client: str
+) -> None:
+    url = server.url("/goto?" + server.url("/img/9.jpg").replace("127.0.0.1", "localhost"))
+    async with _fetcher(client, allow=["127.0.0.0/8"]) as fetcher:
+        result = await fetcher.fetch(url)
+    assert (result.ok, result.body) == (True, jpeg_bytes(9))
+
+
+@pytest.mark.parametrize("target", ["file:///etc/passwd", "ftp://127.0.0.1/x"])
+async def test_a_redirect_to_another_scheme_fails_the_same_on_every_client(
+    server: HttpTestServer, client: str, target: str
+) -> None:
+    async with _fetcher(client) as fetcher:
+        result = await fetcher.fetch(server.url("/goto?" + target))
+    assert (result.reason, result.attempts, result.final_url) == ("invalid_url", 1, target)
+    assert result.detail == f"only http(s) URLs are fetched, not {target.split(':')[0]}:"
