@@ -115,6 +115,10 @@ class _Redirect(Exception):
         self.target = target
 
 
+async def _close_state(state: _LoopState) -> None:
+    await state.client.aclose()
+
+
 @dataclass
 class _Attempt:
     result: FetchResult
@@ -226,7 +230,7 @@ class HttpFetcher:
         self.headers.update({k.lower(): v for k, v in (headers or {}).items()})
         self.trust_env = bool(trust_env)
         self._transport = transport
-        self._state: PerLoop[_LoopState] = PerLoop(self._new_state)
+        self._state: PerLoop[_LoopState] = PerLoop(self._new_state, _close_state)
         self._requests = self._retries = self._ok = self._failed = 0
         self._bytes = self._in_flight = 0
         self._failures: dict[str, int] = {}
@@ -249,7 +253,7 @@ class HttpFetcher:
 
     def statistics(self) -> HttpStatistics:
         """A snapshot of the counters."""
-        state = self._state._value
+        state = self._state.current
         return HttpStatistics(
             requests=self._requests,
             retries=self._retries,
@@ -263,12 +267,11 @@ class HttpFetcher:
         )
 
     async def aclose(self) -> None:
-        """Close the connections of the running event loop's client."""
-        state = self._state._value
-        if state is not None:
-            self._state._value = None
-            with anyio.CancelScope(shield=True):
-                await state.client.aclose()
+        """Close the connections of the running event loop's client.
+
+        A client is also closed when the event loop it was built on ends.
+        """
+        await self._state.aclose()
 
     async def __aenter__(self) -> HttpFetcher:
         return self

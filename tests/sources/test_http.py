@@ -8,6 +8,7 @@ what the server will do; nothing waits on a clock to synchronise. Tests run on a
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterator
 
 import anyio
@@ -366,6 +367,50 @@ def test_http_source_feeds_a_loader(
         return rows
 
     assert anyio.run(run) == [[i, len(jpeg_bytes(i))] for i in range(8)]
+
+
+def _open_clients() -> tuple[int, int]:
+    """(HTTP clients not closed, transports not closed) among live objects."""
+    import asyncio
+    import gc
+
+    import aiohttp
+    import httpx
+
+    gc.collect()
+    objects = gc.get_objects()
+    sessions = sum(
+        (isinstance(o, aiohttp.ClientSession) and not o.closed)
+        or (isinstance(o, httpx.AsyncClient) and not o.is_closed)
+        for o in objects
+    )
+    transports = sum(isinstance(o, asyncio.Transport) and not o.is_closing() for o in objects)
+    return sessions, transports
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_three_sync_epochs_leave_no_client_open(server: HttpTestServer, backend: str) -> None:
+    import numpy as np
+
+    from aioloader import DataLoader, SequentialSampler
+    from aioloader.testing import StackCollator
+
+    urls = [server.url(f"/img/{i}.jpg") for i in range(8)]
+
+    def length(body: bytes, index: int) -> np.ndarray:
+        return np.array([index, len(body)])
+
+    before = _open_clients()
+    source = HttpSource(urls, fetcher=_fetcher(), decode=length)
+    loader = DataLoader(source, SequentialSampler(8, 4), StackCollator(), seed=0)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        for _ in range(3):
+            rows += [batch.data.tolist() for batch in loader.iter_sync(0, 2, backend=backend)]
+        assert _open_clients() == before == (0, 0)
+    assert rows == [[[i, len(jpeg_bytes(i))] for i in range(k, k + 4)] for k in (0, 4)] * 3
+    assert source.statistics().ok == 24
 
 
 async def test_a_trickling_body_fails_as_timeout_with_its_rate(
