@@ -32,6 +32,7 @@ from ..sinks._manifest import FailureRecord, ShardRecord
 from ..sinks._tar_writer import TarShardWriter
 from ..sources._http import HttpFetcher
 from ..sources._http_result import FetchResult
+from ._extras import require_ingest_packages
 from ._images import ImageOptions, ProcessedImage, process_image
 from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
 from ._summary import IngestSummary
@@ -247,6 +248,7 @@ async def ingest(
         What the run did (``IngestSummary``).
     """
     started = time.perf_counter()
+    require_ingest_packages(inputs, fetcher, image is not None and image.touches_pixels)
     if stop is not None and stop < start:
         raise ValueError(f"stop must be >= start ({start}) or None but got {stop}")
     window = reorder_window if reorder_window is not None else 4 * max_in_flight

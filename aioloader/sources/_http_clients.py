@@ -298,6 +298,7 @@ def _installed(name: str) -> bool:
 def make_client(choice: str, settings: ClientSettings) -> ClientAdapter:
     """The adapter for ``choice`` (``"auto"``, ``"aiohttp"``, ``"httpx"``) on this loop."""
     on_asyncio = running_asyncio_loop() is not None
+    asked = choice
     if choice == "auto":
         use_aiohttp = on_asyncio and settings.transport is None and _installed("aiohttp")
         choice = "aiohttp" if use_aiohttp else "httpx"
@@ -317,6 +318,10 @@ def make_client(choice: str, settings: ClientSettings) -> ClientAdapter:
     try:
         return _Httpx(settings)
     except ImportError:
-        raise ImportError(
-            "HttpFetcher needs httpx on trio: pip install 'aioloader[http]'"
-        ) from None
+        if asked == "httpx":
+            needs = "client='httpx' needs httpx"
+        elif on_asyncio:
+            needs = "HttpFetcher needs aiohttp (or httpx) on asyncio"
+        else:
+            needs = "HttpFetcher needs httpx on trio"
+        raise ImportError(f"{needs}: pip install 'aioloader[http]'") from None
