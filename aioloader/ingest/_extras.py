@@ -48,9 +48,9 @@ def require_ingest_packages(inputs: Any, fetcher: Any, touches_pixels: bool) -> 
         missing.append(client)
     if touches_pixels and not _installed("PIL"):
         missing.append(("pillow", "resizing and re-encoding images"))
-    if isinstance(inputs, (str, os.PathLike)) and str(inputs).lower().endswith(".parquet"):
-        if not _installed("pyarrow"):
-            missing.append(("pyarrow", "reading Parquet inputs"))
+    parquet = isinstance(inputs, (str, os.PathLike)) and str(inputs).lower().endswith(".parquet")
+    if parquet and not _installed("pyarrow"):
+        missing.append(("pyarrow", "reading Parquet inputs"))
     if missing:
         needs = ", ".join(f"{name} ({why})" for name, why in missing)
         raise MissingExtraError(

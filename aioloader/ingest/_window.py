@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -100,8 +100,9 @@ class ReorderWindow(Generic[T, R]):
                     self._waiting += 1
                     try:
                         await self._until(
-                            lambda: self._slots[0] is slot
-                            or self.held_bytes + size <= self.max_bytes
+                            lambda: (
+                                self._slots[0] is slot or self.held_bytes + size <= self.max_bytes
+                            )
                         )
                     finally:
                         self._waiting -= 1
@@ -153,7 +154,7 @@ class ReorderWindow(Generic[T, R]):
         if failure is not None:
             raise failure
 
-    async def _results(self, end: _Slot) -> AsyncIterator[R]:
+    async def _results(self, end: _Slot) -> AsyncGenerator[R, None]:
         while True:
             await self._until(lambda: bool(self._slots))
             slot = self._slots[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -129,7 +129,9 @@ class SharedLimit:
         self.release()
 
 
-async def _close_at_loop_end(close: Callable[[T], Awaitable[object]], value: T) -> AsyncIterator[None]:
+async def _close_at_loop_end(
+    close: Callable[[T], Awaitable[object]], value: T
+) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
@@ -173,8 +175,9 @@ class PerLoop(Generic[T]):
             self._value = self._factory()
             self._key = key
             if self._close is not None:
-                self._keeper = _close_at_loop_end(self._close, self._value)
-                _start(self._keeper)
+                keeper = _close_at_loop_end(self._close, self._value)
+                _start(keeper)
+                self._keeper = keeper
         return self._value
 
     async def aclose(self) -> None:

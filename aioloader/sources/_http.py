@@ -109,12 +109,6 @@ class _LoopState:
     hosts: _HostSlots
 
 
-class _Redirect(Exception):
-    def __init__(self, target: str) -> None:
-        super().__init__(target)
-        self.target = target
-
-
 async def _close_state(state: _LoopState) -> None:
     await state.client.aclose()
 
@@ -376,7 +370,8 @@ class HttpFetcher:
                                final_url=extra.pop("final_url", current), **extra)  # fmt: skip
 
         try:
-            for hop in range(self.max_redirects + 1):
+            hop = 0
+            while True:  # the last hop allowed fails as "redirects" rather than redirect
                 refused = self._refusal(current)
                 if refused is not None:
                     return _Attempt(failed(*refused))
@@ -386,7 +381,7 @@ class HttpFetcher:
                 if urlsplit(outcome)[:2] != urlsplit(current)[:2]:  # another origin
                     headers = {k: v for k, v in headers.items() if k not in _CREDENTIAL_HEADERS}
                 current = outcome
-            raise AssertionError("unreachable: the last hop never redirects")
+                hop += 1
         except Exception as exc:
             known = client.classify(exc)
             if known is None:

@@ -179,8 +179,14 @@ class _PolicyResolver:
         found = await resolve(host, port)
         allowed = set(self._policy.allowed(host, [address for _, address in found]))
         return [
-            {"hostname": host, "host": address, "port": port, "family": fam,
-             "proto": 0, "flags": 0}  # fmt: skip
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": fam,
+                "proto": 0,
+                "flags": 0,
+            }
             for fam, address in found
             if address in allowed and (family in (0, fam))
         ]

@@ -33,7 +33,8 @@ async def test_results_come_in_input_order_with_a_slow_head() -> None:
     async with window.open(_numbers(20)) as results:
         got = [len(result) async for result in results]
     assert got == [10] * 20
-    assert finished[:5] == [1, 2, 3, 4, 5]
+    assert set(finished[:5]) <= set(range(1, 8))  # later inputs finished before the head
+    assert sorted(finished) == list(range(20))
     assert window.held_bytes == 0
 
 
@@ -66,11 +67,13 @@ async def test_the_bytes_held_never_pass_the_bound() -> None:
 async def test_a_full_window_starts_nothing_new_until_its_head_ends() -> None:
     head_may_finish = anyio.Event()
     started: list[int] = []
+    seen_at_head_end: list[tuple[int, int]] = []
 
     async def work(number: int) -> int:
         started.append(number)
         if number == 0:
             await head_may_finish.wait()
+            seen_at_head_end.append((len(started), window.held_bytes))
         elif len(started) == 4:
             head_may_finish.set()
         return number
@@ -79,8 +82,7 @@ async def test_a_full_window_starts_nothing_new_until_its_head_ends() -> None:
     async with window.open(_numbers(10)) as results:
         got = [number async for number in results]
     assert got == list(range(10))
-    assert started[:4] == [0, 1, 2, 3]
-    assert window.peak_bytes == 3
+    assert seen_at_head_end == [(4, 3)]  # four started, three finished behind the head
 
 
 async def test_a_failure_is_raised_at_its_position() -> None:
@@ -91,10 +93,14 @@ async def test_a_failure_is_raised_at_its_position() -> None:
 
     window = ReorderWindow(work, max_items=4, max_bytes=100, size_of=lambda _: 1)
     got: list[int] = []
-    with pytest.raises(KeyError):
+
+    async def consume() -> None:
         async with window.open(_numbers(10)) as results:
             async for number in results:
                 got.append(number)
+
+    with pytest.raises(KeyError):
+        await consume()
     assert got == [0, 1, 2]
 
 

@@ -61,7 +61,7 @@ def test_literal_refusal_checks_ip_literals_only() -> None:
 
 def test_bad_allow_lists_are_refused() -> None:
     with pytest.raises(TypeError, match="allow must be a sequence"):
-        AddressPolicy("127.0.0.1")  # type: ignore[arg-type]
+        AddressPolicy("127.0.0.1")
     with pytest.raises(ValueError, match="allow entries must be CIDRs or host names but got ''"):
         AddressPolicy([""])
     assert as_policy(None).networks == ()
