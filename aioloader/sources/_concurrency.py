@@ -10,10 +10,11 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import anyio
+
+from .._threadsafe import threadsafe_caller
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,21 +44,12 @@ def semaphore(value: int) -> Any:
     return anyio.Semaphore(value)
 
 
-def _wake_for_running_loop() -> Callable[[Callable[[], object]], object]:
-    loop = running_asyncio_loop()
-    if loop is not None:
-        return loop.call_soon_threadsafe
-    import trio
-
-    return trio.lowlevel.current_trio_token().run_sync_soon
-
-
 class _Waiter:
     __slots__ = ("event", "granted", "wake")
 
     def __init__(self) -> None:
         self.event = anyio.Event()
-        self.wake = _wake_for_running_loop()
+        self.wake = threadsafe_caller()
         self.granted = False
 
 
@@ -120,12 +112,7 @@ class SharedLimit:
     async def __aenter__(self) -> None:
         await self.acquire()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.release()
 
 
@@ -163,11 +150,6 @@ class PerLoop(Generic[T]):
         self._value: T | None = None
         self._keeper: AsyncGenerator[None, None] | None = None
 
-    @property
-    def current(self) -> T | None:
-        """The latest loop's value (None before the first ``get`` and after ``aclose``)."""
-        return self._value
-
     def get(self) -> T:
         """The value for the running loop, built on first use."""
         key = _loop_key()
@@ -179,6 +161,14 @@ class PerLoop(Generic[T]):
                 _start(keeper)
                 self._keeper = keeper
         return self._value
+
+    def peek(self) -> T | None:
+        """The latest loop's value if one was built (without building one)."""
+        return self._value
+
+    def forget(self) -> None:
+        """Drop the value without closing it now; the next ``get()`` builds a fresh one."""
+        self._value = self._keeper = None
 
     async def aclose(self) -> None:
         """Close the latest loop's value now (``close``), and forget it."""
