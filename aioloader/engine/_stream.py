@@ -67,6 +67,7 @@ class BatchStream(Generic[BatchT]):
         self._work: StreamWork[BatchT] = StreamWork(loader, start, stop)
         self._state = StreamState.NOT_STARTED
         self._moves_cursor = moves_cursor
+        self._cursor_here = moves_cursor
         self._failure: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -79,6 +80,16 @@ class BatchStream(Generic[BatchT]):
     def moves_cursor(self) -> bool:
         """Whether delivered batches advance the loader's resume cursor."""
         return self._moves_cursor
+
+    def defer_cursor(self) -> None:
+        """Leave the cursor to ``move_cursor``: for a consumer that takes these batches later,
+        from a hand-off in another thread."""
+        self._cursor_here = False
+
+    def move_cursor(self, next_step: int) -> None:
+        """A cursor-driven stream's batch reached its consumer: the cursor is ``next_step``."""
+        if self._moves_cursor:
+            self._loader._cursor = next_step
 
     @property
     def ring(self) -> PrefetchRing[BatchT]:
@@ -154,7 +165,7 @@ class BatchStream(Generic[BatchT]):
         finally:
             stats.consumer_wait_seconds += time.perf_counter() - started
         stats.batches_delivered += 1
-        if self._moves_cursor:
+        if self._cursor_here:
             loader._cursor = work.ring.next_to_take
         return batch
 
