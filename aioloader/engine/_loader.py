@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import anyio
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
@@ -14,10 +15,12 @@ from ..core._check import as_int, u64
 from ..core._plan import BatchPlan, plan_batch
 from ..core._samplers import Sampler
 from ._build import Transform, transform_takes_rng
+from ._processes import ProcessStatistics
 from ._reads import describe_dataset_kind
 from ._ring import RingStatistics
 from ._state import check_state, stream_fingerprint
 from ._stream import BatchStream
+from ._worker_pool import WorkerPool
 
 if TYPE_CHECKING:
     from ._work import StreamWork
@@ -41,6 +44,7 @@ CONFIGURATION = frozenset(
         "prefetch",
         "max_inflight_reads",
         "executor",
+        "persistent_workers",
     }
 )
 EXECUTORS = ("thread", "process")
@@ -60,6 +64,7 @@ class LoaderStatistics:
     reads_total: int
     next_step: int
     ring: RingStatistics | None
+    processes: ProcessStatistics | None = None
 
     @property
     def mean_wait_per_batch(self) -> float:
@@ -138,6 +143,10 @@ class DataLoader(Generic[SampleT, BatchT]):
         executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
             whole steps into recycled shared memory, for transforms that hold the GIL
             (transform, collator, samples and batches must pickle).
+        persistent_workers: with ``executor="process"``, keep the processes from the first
+            stream to ``aclose()`` (or garbage collection): later streams and epochs start
+            at once. ``None`` (default) means True for processes; ``False`` starts and stops
+            them with every stream.
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
             and built with workers; with ``workers=0`` read ahead and built when taken).
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
@@ -153,6 +162,7 @@ class DataLoader(Generic[SampleT, BatchT]):
     workers: int
     requested_workers: int
     executor: str
+    persistent_workers: bool
     prefetch: int
     max_inflight_reads: int
 
@@ -166,6 +176,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         transform: Transform | None = None,
         workers: int = 0,
         executor: str = "thread",
+        persistent_workers: bool | None = None,
         prefetch: int = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
@@ -214,6 +225,16 @@ class DataLoader(Generic[SampleT, BatchT]):
                 f"executor='process' requires workers >= 1 but got workers={requested_workers}"
             )
         config["executor"] = executor
+        if persistent_workers not in (None, True, False):
+            raise TypeError(
+                f"persistent_workers must be True, False or None but got {persistent_workers!r}"
+            )
+        if persistent_workers and executor != "process":
+            raise ValueError(
+                "persistent_workers=True needs executor='process' (build threads are cheap "
+                f"to start) but executor={executor!r}"
+            )
+        config["persistent_workers"] = executor == "process" and persistent_workers is not False
         config["prefetch"] = _positive("prefetch", prefetch, PREFETCH_LIMIT)
         config["max_inflight_reads"] = _positive(
             "max_inflight_reads", max_inflight_reads, READS_LIMIT
@@ -226,6 +247,9 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._reads_total = 0
         self._works: set[StreamWork[BatchT]] = set()
         self._latest: StreamWork[BatchT] | None = None
+        self._worker_pool = WorkerPool(
+            self.workers, transform, collator, persistent=self.persistent_workers
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in CONFIGURATION:
@@ -341,6 +365,14 @@ class DataLoader(Generic[SampleT, BatchT]):
             work.cancel()
             await work.wait_ended()
 
+    async def aclose(self) -> None:
+        """``aclose_streams()``, then stop the persistent worker processes (in a thread).
+
+        The loader stays usable: a later stream starts new processes.
+        """
+        await self.aclose_streams()
+        await anyio.to_thread.run_sync(self._worker_pool.close)
+
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The whole resumable state: version, seed, next step and the stream's fingerprint.
@@ -390,6 +422,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             reads_total=total,
             next_step=self._cursor,
             ring=ring,
+            processes=self._worker_pool.statistics(),
         )
 
     def __repr__(self) -> str:

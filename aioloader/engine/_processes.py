@@ -159,6 +159,12 @@ class ProcessBuilders:
         )
         self._collector.start()
 
+    @property
+    def healthy(self) -> bool:
+        """Whether every worker is alive and the builders are open (fit for another stream)."""
+        with self._lock:
+            return not self._closed and all(w.alive for w in self._workers)
+
     # -- the caller's side ------------------------------------------------------------
     async def build(self, plan: BatchPlan, samples: list[Any]) -> Any:
         """Transform and collate ``samples`` in a worker process; returns the batch.

@@ -139,9 +139,7 @@ class StreamWork(Generic[BatchT]):
                 if loader.workers > 0 and loader.executor == "thread":
                     self._threads = BuildThreads(loader.workers)
                 elif loader.executor == "process":  # worker processes build whole steps
-                    self._processes = ProcessBuilders(
-                        loader.workers, loader.transform, loader.collator
-                    )
+                    self._processes = await loader._worker_pool.acquire()
                 self._read = make_batch_reader(
                     loader.dataset, self.bound, self._threads, loader.workers
                 )
@@ -161,7 +159,7 @@ class StreamWork(Generic[BatchT]):
                 self._threads.close()
                 self._threads = None
             if self._processes is not None:
-                self._processes.close()
+                await loader._worker_pool.release(self._processes)
                 self._processes = None
             self._read = None
             self.running = False
