@@ -16,7 +16,7 @@ from ..core._plan import BatchPlan, plan_batch
 from ..core._samplers import Sampler
 from ._build import Transform, transform_takes_rng
 from ._processes import ProcessStatistics
-from ._reads import describe_dataset_kind
+from ._reads import describe_dataset_kind, sync_getter
 from ._ring import RingStatistics
 from ._state import check_state, stream_fingerprint
 from ._stream import BatchStream
@@ -248,7 +248,11 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._works: set[StreamWork[BatchT]] = set()
         self._latest: StreamWork[BatchT] | None = None
         self._worker_pool = WorkerPool(
-            self.workers, transform, collator, persistent=self.persistent_workers
+            self.workers,
+            transform,
+            collator,
+            persistent=self.persistent_workers,
+            reader=sync_getter(dataset) if executor == "process" else None,
         )
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -196,14 +196,22 @@ class StreamWork(Generic[BatchT]):
         loader = self.loader
         stats = loader._stats
         plan = await self._plan(step)
+        processes = self._processes
+        if processes is not None and processes.reads_in_workers:  # only the plan goes
+            build_started = time.perf_counter()
+            self.bound.total += plan.size
+            batch = await processes.build(plan, None)
+            stats.build_seconds += time.perf_counter() - build_started
+            stats.batches_built += 1
+            return batch  # type: ignore[no-any-return]
         read_started = time.perf_counter()
         assert self._read is not None
         samples = await self._read(plan, group)
         build_started = time.perf_counter()
         stats.read_seconds += build_started - read_started
         threads = self._threads
-        if self._processes is not None:
-            batch = await self._processes.build(plan, samples)
+        if processes is not None:
+            batch = await processes.build(plan, samples)
             stats.build_seconds += time.perf_counter() - build_started
             stats.batches_built += 1
             return batch  # type: ignore[no-any-return]

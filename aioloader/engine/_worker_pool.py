@@ -32,6 +32,7 @@ class WorkerPool:
         "_collator",
         "_finalizer",
         "_lock",
+        "_reader",
         "_transform",
         "persistent",
         "workers",
@@ -44,8 +45,10 @@ class WorkerPool:
         collator: Callable[[Sequence[Any], BatchPlan], Any],
         *,
         persistent: bool,
+        reader: Callable[[int], Any] | None = None,
     ) -> None:
         self.workers = workers
+        self._reader = reader
         self.persistent = persistent
         self._transform = transform
         self._collator = collator
@@ -62,16 +65,19 @@ class WorkerPool:
 
     def _start(self) -> ProcessBuilders:
         if not self.persistent:
-            return ProcessBuilders(self.workers, self._transform, self._collator)
+            return self._new()
         with self._lock:
             builders = self._builders
             if builders is not None and builders.healthy:
                 return builders
             self._stop_locked()
-            builders = ProcessBuilders(self.workers, self._transform, self._collator)
+            builders = self._new()
             self._builders = builders
             self._finalizer = weakref.finalize(self, builders.close)
             return builders
+
+    def _new(self) -> ProcessBuilders:
+        return ProcessBuilders(self.workers, self._transform, self._collator, reader=self._reader)
 
     async def release(self, builders: ProcessBuilders) -> None:
         """A stream is done with ``builders``: stop them unless they persist (in a thread)."""

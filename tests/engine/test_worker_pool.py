@@ -14,7 +14,14 @@ from aioloader import WorkerDiedError
 from aioloader.core import SequentialSampler, ShuffledSampler, digest_batch
 from aioloader.engine import DataLoader
 from aioloader.testing import MemoryDataset
-from tests.engine.process_helpers import Crash, dict_collator, rows, shift, spawned_children
+from tests.engine.process_helpers import (
+    CountedRows,
+    Crash,
+    dict_collator,
+    rows,
+    shift,
+    spawned_children,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -129,6 +136,50 @@ async def test_a_dead_worker_is_named_and_the_next_stream_gets_new_processes() -
     assert after.workers_alive == 2
     assert set(after.worker_pids).isdisjoint(before.worker_pids)
     await loader.aclose()
+
+
+async def test_a_sync_dataset_is_read_in_the_workers_from_indices_alone() -> None:
+    expected = await range_digests(make_loader(workers=2), 0, 12)
+    dataset = CountedRows(24)
+    loader = DataLoader(
+        dataset,
+        ShuffledSampler(24, 4),
+        dict_collator,
+        seed=SEED,
+        transform=shift,
+        executor="process",
+        workers=2,
+    )
+    assert await range_digests(loader, 0, 12) == expected
+    assert dataset.reads == 0  # every read ran on the workers' copies
+    assert loader.statistics().reads_total == 48
+    await loader.aclose()
+
+
+async def test_a_read_error_in_a_worker_arrives_at_its_step_with_its_slot() -> None:
+    loader = DataLoader(
+        CountedRows(24, fail_at=9),
+        SequentialSampler(24, 4),
+        dict_collator,
+        seed=SEED,
+        executor="process",
+        workers=2,
+    )
+    seen: list[int] = []
+    with pytest.raises(KeyError, match="no row 9") as info:
+        await steps_until_error(loader, seen)
+    assert seen == [0, 1]
+    notes = "\n".join(info.value.__notes__)  # type: ignore[attr-defined]
+    assert "global step 2" in notes
+    assert "slot 1" in notes
+    assert "raised in build worker" in notes
+    await loader.aclose()
+
+
+async def steps_until_error(loader: DataLoader[Any, Any], seen: list[int]) -> None:
+    async with loader.stream(0, 6) as batches:
+        async for batch in batches:
+            seen.append(batch["step"])
 
 
 def test_bad_persistent_workers_are_rejected() -> None:
