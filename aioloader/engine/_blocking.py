@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from anyio.from_thread import start_blocking_portal
 
+from .._threadsafe import threadsafe_caller
+from ..core._pool import release_batch
 from ._handoff import BatchHandOff, HandOffClosed
-from ._threads import threadsafe_caller
-from ._work import release_batch
-
-if TYPE_CHECKING:
-    from ._loader import DataLoader
-    from ._stream import BatchStream
+from ._stream import BatchStream
 
 BatchT = TypeVar("BatchT")
+
+
+class Streams(Protocol[BatchT]):
+    """What opens a stream of batches (a ``DataLoader``)."""
+
+    def stream(self, start: int | None = None, stop: int | None = None) -> BatchStream[BatchT]:
+        """The batches of global steps ``[start, stop)``."""
 
 
 def default_backend_options(backend: str) -> dict[str, Any]:
@@ -30,7 +34,7 @@ def default_backend_options(backend: str) -> dict[str, Any]:
 
 
 def iterate_blocking(
-    loader: DataLoader[Any, BatchT],
+    loader: Streams[BatchT],
     start: int | None,
     stop: int | None,
     backend: str = "asyncio",
@@ -51,7 +55,7 @@ def iterate_blocking(
             stream.defer_cursor()  # moved here, as each batch reaches the consumer
         call_soon = portal.call(threadsafe_caller)
         hand_off: BatchHandOff[tuple[int, BatchT]] = BatchHandOff(
-            loader.prefetch, call_soon, _release_handed
+            stream.ring.statistics().capacity, call_soon, _release_handed
         )
         pumping = portal.start_task_soon(_pump, stream, hand_off)
         try:

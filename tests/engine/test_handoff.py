@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from aioloader._threadsafe import threadsafe_caller
 from aioloader.engine._handoff import BatchHandOff, HandOffClosed
-from aioloader.engine._threads import threadsafe_caller
 
 pytestmark = pytest.mark.anyio
 
