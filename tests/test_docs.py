@@ -146,12 +146,13 @@ def _urls(stack: ExitStack, request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def _loader(stack: ExitStack, request: pytest.FixtureRequest) -> dict[str, Any]:
-    """``loader``: 100 numbers in batches of 10, for a block about iterating."""
+    """``loader``: 100 numbers in batches of 10, and a range ``start``, ``stop`` of steps."""
     from aioloader import DataLoader, SequentialSampler
     from aioloader.testing import MemoryDataset, StackCollator
 
     dataset = MemoryDataset(list(range(100)))
-    return {"loader": DataLoader(dataset, SequentialSampler(100, 10), StackCollator(), seed=0)}
+    loader = DataLoader(dataset, SequentialSampler(100, 10), StackCollator(), seed=0)
+    return {"loader": loader, "start": 0, "stop": 3}
 
 
 SETUPS: dict[str, Callable[[ExitStack, pytest.FixtureRequest], dict[str, Any]]] = {
