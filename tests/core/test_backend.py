@@ -1,0 +1,59 @@
+"""aioloader.core._backend: which kernels run, and that loading them starts no thread."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from aioloader.core import _backend, _kernels
+from aioloader.core._kernel_cache import FILLED, FILLING, Filler
+
+
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Filler:
+    """A process whose kernels are not loaded yet and whose cache filler has not started."""
+    _backend.load()  # the cache holds every kernel: the child below only loads them
+    filler = Filler()
+    monkeypatch.setattr(_backend, "_filler", filler)
+    monkeypatch.setattr(_backend, "_loaded", None)
+    return filler
+
+
+def test_auto_serves_numpy_until_the_child_has_filled_the_cache(fresh: Filler) -> None:
+    threads = threading.enumerate()
+    with _backend.use_kernels("auto"):
+        assert _backend.compiled() is None  # the first batch does not wait
+        assert _backend.active() == "numpy"
+        assert _backend.filler_pid() is not None
+        assert threading.enumerate() == threads  # the child compiles; no thread of ours
+        assert fresh.wait() == FILLED
+        assert _backend.filler_pid() is None
+        assert _backend.compiled() is _kernels  # loaded from the cache on this thread
+    assert threading.enumerate() == threads
+    assert _backend.failure() is None
+
+
+def test_numba_waits_for_a_filling_child_then_loads(fresh: Filler) -> None:
+    assert fresh.poll() == FILLING
+    with _backend.use_kernels("numba"):
+        assert _backend.compiled() is _kernels
+    assert fresh.poll() == FILLED  # waited for, not raced: the kernels compile once
+
+
+def test_numpy_never_starts_the_child(fresh: Filler) -> None:
+    with _backend.use_kernels("numpy"):
+        assert _backend.compiled() is None
+        assert _backend.active() == "numpy"
+    assert _backend.filler_pid() is None
+
+
+def test_a_failed_fill_leaves_numpy_running(
+    fresh: Filler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_backend, "_failure", None)
+    fresh.poll()
+    fresh.stop()
+    with _backend.use_kernels("auto"):
+        assert _backend.compiled() is None
+    assert _backend.failure() == "stopped before the cache was filled"
