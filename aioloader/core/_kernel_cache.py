@@ -141,15 +141,12 @@ class Filler:
 
     def _finish(self) -> None:
         child = self._child
-        assert child is not None and child.stdout is not None
+        assert child is not None
+        assert child.stdout is not None
         output = child.stdout.read().decode(errors="replace").strip().splitlines()
         child.wait()
         self._close(child)
-        try:
-            failure = json.loads(output[-1])["failure"] if output else None
-            self.failure = failure if output else f"the cache filler exited {child.returncode}"
-        except (ValueError, KeyError, TypeError):
-            self.failure = f"the cache filler printed {output[-1]!r}"
+        self.failure = _reported_failure(output, child.returncode)
         self._state = FAILED if self.failure else FILLED
 
     @staticmethod
@@ -162,3 +159,14 @@ class Filler:
         """In a forked child: the parent's filler is not ours; start afresh if asked."""
         self._lock = threading.Lock()
         self._child, self._state, self.failure = None, None, None
+
+
+def _reported_failure(output: list[str], returncode: int) -> str | None:
+    """What the child's last line says went wrong (``None``: the cache is full)."""
+    if not output:
+        return f"the cache filler exited with status {returncode} and printed nothing"
+    try:
+        failure = json.loads(output[-1])["failure"]
+    except (ValueError, KeyError, TypeError):
+        return f"the cache filler printed {output[-1]!r}"
+    return None if failure is None else str(failure)

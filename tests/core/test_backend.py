@@ -48,9 +48,7 @@ def test_numpy_never_starts_the_child(fresh: Filler) -> None:
     assert _backend.filler_pid() is None
 
 
-def test_a_failed_fill_leaves_numpy_running(
-    fresh: Filler, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_fill_leaves_numpy_running(fresh: Filler, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_backend, "_failure", None)
     fresh.poll()
     fresh.stop()

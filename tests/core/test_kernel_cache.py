@@ -20,6 +20,7 @@ from aioloader.core._kernel_cache import (
     FILLED,
     FILLING,
     Filler,
+    _reported_failure,
     load_every_kernel,
     lock_path,
 )
@@ -134,3 +135,19 @@ def test_fillers_of_one_cache_share_one_lock(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("NUMBA_CACHE_DIR", "/a")
     assert lock_path() == first
     assert Path(first).name.startswith(f"aioloader-kernels-{os.getuid()}-")
+
+
+@pytest.mark.parametrize(
+    ("output", "returncode", "failure"),
+    [
+        (['{"failure": null}'], 0, None),
+        (["numba says hello", '{"failure": "ImportError: no numba"}'], 0, "ImportError: no numba"),
+        ([], -9, "the cache filler exited with status -9 and printed nothing"),
+        (["Segmentation fault"], 1, "the cache filler printed 'Segmentation fault'"),
+        (['{"other": 1}'], 0, "the cache filler printed '{\"other\": 1}'"),
+    ],
+)
+def test_the_childs_report_is_read_from_its_last_line(
+    output: list[str], returncode: int, failure: str | None
+) -> None:
+    assert _reported_failure(output, returncode) == failure
