@@ -58,6 +58,7 @@ def gone(pid: int) -> bool:
     return False
 
 
+@pytest.mark.slow  # compiles every kernel
 def test_a_child_fills_an_empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     filler = Filler()
