@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,10 @@ async def start_up(loader: DataLoader[Any, Any], start: int) -> StartUp:
         async for batch in batches:
             batch.release()
     first = time.perf_counter() - began
+    if _backend.filler_pid() is not None:
+        print(
+            "waiting for the batch kernels (numba compiles them once per machine)", file=sys.stderr
+        )
     await anyio.to_thread.run_sync(_backend.load if _backend.chosen() != "numpy" else _none)
     kernels = _backend.active()
     if _backend.chosen() == "numpy":
