@@ -87,7 +87,8 @@ async def start_up(loader: DataLoader[Any, Any], start: int) -> StartUp:
     first = time.perf_counter() - began
     if _backend.filler_pid() is not None:
         print(
-            "waiting for the batch kernels (numba compiles them once per machine)", file=sys.stderr
+            "loading the batch kernels (the first run on a machine compiles them: seconds)",
+            file=sys.stderr,
         )
     await anyio.to_thread.run_sync(_backend.load if _backend.chosen() != "numpy" else _none)
     kernels = _backend.active()

@@ -10,7 +10,8 @@ The child never delays the parent's exit: an ``atexit`` hook kills it (numba wri
 cache file under a temporary name and renames it, so a kill leaves no half-written entry),
 and the child also ends itself when its stdin closes, i.e. when the parent is gone however
 it ended. Children of the same cache take turns (a file lock), so N processes starting at
-once compile once, not N times.
+once compile once, not N times; processes started after the cache is full (the loader's
+worker processes) learn it from an environment variable and start no child.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import tempfile
 import threading
 
 FILLING, FILLED, FAILED = "filling", "filled", "failed"
+FILLED_MARK = "AIOLOADER_KERNEL_CACHE_FILLED"
+"""Set to ``lock_path()`` once a child filled the cache, so that processes started later
+(say, the loader's worker processes) find it full without a child of their own."""
 
 _CHILD = """
 import json, sys
@@ -127,6 +131,9 @@ class Filler:
                 self._state, self.failure = FAILED, "stopped before the cache was filled"
 
     def _start(self) -> None:
+        if os.environ.get(FILLED_MARK) == lock_path():
+            self._state = FILLED
+            return
         try:
             self._child = subprocess.Popen(
                 [sys.executable, "-c", _CHILD, json.dumps(sys.path)],
@@ -148,6 +155,8 @@ class Filler:
         self._close(child)
         self.failure = _reported_failure(output, child.returncode)
         self._state = FAILED if self.failure else FILLED
+        if self._state == FILLED:
+            os.environ[FILLED_MARK] = lock_path()
 
     @staticmethod
     def _close(child: subprocess.Popen[bytes]) -> None:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
 
 from aioloader.core import _backend, _kernels
-from aioloader.core._kernel_cache import FILLED, FILLING, Filler
+from aioloader.core._kernel_cache import FILLED, FILLED_MARK, FILLING, Filler, lock_path
 
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> Filler:
     """A process whose kernels are not loaded yet and whose cache filler has not started."""
     _backend.load()  # the cache holds every kernel: the child below only loads them
+    monkeypatch.delenv(FILLED_MARK, raising=False)
     filler = Filler()
     monkeypatch.setattr(_backend, "_filler", filler)
     monkeypatch.setattr(_backend, "_loaded", None)
@@ -55,3 +57,18 @@ def test_a_failed_fill_leaves_numpy_running(fresh: Filler, monkeypatch: pytest.M
     with _backend.use_kernels("auto"):
         assert _backend.compiled() is None
     assert _backend.failure() == "stopped before the cache was filled"
+
+
+def test_a_process_started_after_the_fill_needs_no_child(
+    fresh: Filler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert fresh.poll() == FILLING
+    assert fresh.wait() == FILLED
+    assert os.environ[FILLED_MARK] == lock_path()  # inherited by worker processes
+    later = Filler()  # as in a worker process started now
+    assert later.poll() == FILLED
+    assert later.pid is None
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "/another/cache")
+    other = Filler()
+    assert other.poll() == FILLING  # another cache: a child of its own
+    other.stop()
