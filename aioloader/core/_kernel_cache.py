@@ -1,10 +1,11 @@
 """Filling numba's on-disk kernel cache in a child process, so that no thread of ours compiles.
 
-``Filler.start()`` launches a fresh interpreter (``subprocess``: spawned, never forked)
-that loads every kernel of ``_kernels``: each one is found in numba's cache, or compiled
-and written there. The parent keeps building batches with numpy meanwhile; ``poll()``
-tells it, without waiting, when the cache is full, and the parent then loads the kernels
-from it (tens of milliseconds each, no compilation).
+The first ``Filler.poll()`` launches a fresh interpreter (``subprocess``: spawned, never
+forked) that loads every kernel of ``_kernels``: each one is found in numba's cache, or
+compiled and written there. The parent keeps building batches with numpy meanwhile;
+``poll()`` tells it, without waiting, when the cache is full, and the parent then loads the
+kernels from it (numba's import and set-up, then tens of milliseconds per kernel; no
+compilation).
 
 The child never delays the parent's exit: an ``atexit`` hook kills it (numba writes each
 cache file under a temporary name and renames it, so a kill leaves no half-written entry),
