@@ -146,8 +146,10 @@ class StreamWork(Generic[BatchT]):
                     loader.dataset, self.bound, self._threads, loader.workers
                 )
                 plan_reads = getattr(loader.dataset, "plan_reads", None)
-                if callable(plan_reads):  # a source that reads ahead by the plan (a cache)
-                    plan_reads(loader.sampler, loader.seed, self._start)
+                if callable(plan_reads):  # a source that reads by the plan: off the loop
+                    await anyio.to_thread.run_sync(
+                        plan_reads, loader.sampler, loader.seed, self._start
+                    )
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):
                         group.start_soon(self._builder)

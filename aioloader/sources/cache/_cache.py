@@ -1,0 +1,647 @@
+"""A bounded two-tier byte cache that knows the future: it reads by the plan, evicts by next use.
+
+The batch at global step ``g`` is a pure function of ``(seed, g)``, so once told the sampler,
+the seed and the start step (``plan``; the loader does it when a stream starts), the cache
+knows every future read. A ``HorizonPlanner`` keeps a few windows of it as numpy arrays,
+extended in worker threads as the reads move on. For the batch at step ``g`` the cache
+
+- fetches what the batch misses, grown over the run of its shard's neighbours that the
+  horizon needs, and reads ahead what steps ``g+1 .. g+lookahead_steps`` need, each grown
+  likewise; runs of one shard with only tar headers between them are one request, so a
+  shard the plan reads within the horizon (block shuffle) costs one request;
+- keeps what it read ahead in a read-ahead buffer (``readahead_bytes``) until the step
+  that needs it: read-ahead never evicts anything, and nothing is evicted before its use,
+  so no byte is fetched twice before it is used;
+- after use, admits a sample into a tier only if it is needed again before what it would
+  evict (Belady's policy, optimal for a known sequence): memory first, the disk tier for
+  what memory evicts.
+
+See ``docs/object-storage.md`` for the cost model, the tiers and admission.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ...core._check import as_int
+from .._concurrency import gather_ordered
+from ._disk import DiskTier, shard_folder
+from ._planner import NEVER, HorizonPlanner, check_sampler
+from ._policy import Policy, ReadBudget
+from ._ranges import ByteRange, check_coalescing
+from ._source import RangeSource
+from ._statistics import CacheStatistics, Tally
+from ._tiers import MemoryTier
+
+__all__ = ("KnownFutureCache",)
+
+_Writes = list[tuple[int, Path, bytes]]
+
+
+class _Pending:
+    """A sample on its way: waiters get its bytes, or None when its read failed."""
+
+    __slots__ = ("data", "event", "waiters")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.data: bytes | None = None
+        self.waiters = 0
+
+
+class KnownFutureCache:
+    """Bounded cache of sample bytes in front of a ``TarShards``, driven by the plan.
+
+    >>> cache = KnownFutureCache(max_bytes=256 << 20, lookahead_steps=16)
+    >>> # source = TarShards(keys, store, cache=cache); DataLoader(source, ...) plans it
+
+    Use it from one event loop at a time; one cache serves one source. Memory use is at
+    most ``max_bytes + readahead_bytes`` of sample bytes, plus the reads in flight.
+
+    Args:
+        max_bytes: Most bytes of used samples kept in memory for their next use.
+        disk_dir: A folder for the disk tier (kept across runs), or None for memory only.
+        disk_bytes: Most bytes of entry files in ``disk_dir``.
+        readahead_bytes: Most bytes read ahead and not used yet (default 256 MiB): a
+            block shuffle reads whole shards when it holds ``window`` of them.
+        lookahead_steps: Steps after the current one whose samples are read with it.
+        policy: ``"belady"`` (evict the furthest next use) or ``"lru"``.
+        window_steps: Steps planned at a time (default ``max(8, lookahead_steps)``).
+        horizon_windows: Windows of the plan kept known ahead of the reads.
+        coalesce_gap: Two runs of one shard with only non-sample bytes (headers, skipped
+            members) between them, at most this many, are read with one request.
+        max_request_bytes: Largest read.
+        fill_steps: A read grows over the neighbouring samples of its shard that steps up
+            to this many ahead will read (default: the whole horizon).
+    """
+
+    def __init__(
+        self,
+        max_bytes: int,
+        *,
+        disk_dir: str | Path | None = None,
+        disk_bytes: int = 0,
+        readahead_bytes: int = 256 << 20,
+        lookahead_steps: int = 16,
+        policy: Policy = "belady",
+        window_steps: int | None = None,
+        horizon_windows: int = 4,
+        coalesce_gap: int = 256 << 10,
+        max_request_bytes: int = 64 << 20,
+        fill_steps: int | None = None,
+    ) -> None:
+        self.max_bytes = _at_least("max_bytes", max_bytes, 1)
+        self.readahead_bytes = _at_least("readahead_bytes", readahead_bytes, 0)
+        self.lookahead_steps = _at_least("lookahead_steps", lookahead_steps, 0)
+        if policy not in ("belady", "lru"):
+            raise ValueError(f"policy must be 'belady' or 'lru' but got {policy!r}")
+        self.policy: Policy = policy
+        self.window_steps = (
+            max(8, self.lookahead_steps)
+            if window_steps is None
+            else _at_least("window_steps", window_steps, 1)
+        )
+        self.horizon_windows = _at_least("horizon_windows", horizon_windows, 1)
+        horizon = self.window_steps * self.horizon_windows
+        self.fill_steps = horizon if fill_steps is None else _at_least("fill_steps", fill_steps, 0)
+        self.coalesce_gap, self.max_request_bytes = check_coalescing(
+            coalesce_gap, max_request_bytes
+        )
+        disk_bytes = _at_least("disk_bytes", disk_bytes, 0)
+        if disk_dir is not None and not isinstance(disk_dir, (str, Path)):
+            raise TypeError(f"disk_dir must be a str, a Path or None but got {disk_dir!r}")
+        if disk_dir is not None and Path(disk_dir).exists() and not Path(disk_dir).is_dir():
+            raise ValueError(f"disk_dir must be a folder but {str(disk_dir)!r} is a file")
+        if (disk_dir is None) != (disk_bytes == 0):
+            raise ValueError(
+                "disk_dir and disk_bytes go together (a folder and a bound >= 1) but got "
+                f"disk_dir={disk_dir!r}, disk_bytes={disk_bytes}"
+            )
+        self.memory = MemoryTier(self.max_bytes, policy)
+        self.disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy)
+        self._source: RangeSource | None = None
+        self._versions: dict[str, str] = {}
+        self._planner: HorizonPlanner | None = None
+        self._extending: anyio.Event | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._ahead: dict[int, tuple[bytes, float]] = {}  # read ahead, not used: (data, when)
+        self._ahead_bytes = 0
+        self._writing: dict[int, bytes] = {}  # on their way to disk: served from here
+        self._tally = Tally()
+        self._disk_jobs = 0
+        self._disk_done = 0
+        self._disk_turn = threading.Condition()
+
+    # -- the plan ---------------------------------------------------------------------
+
+    def bind(self, source: RangeSource) -> None:
+        """Serve ``source`` (done by ``TarShards(..., cache=cache)``); one source per cache.
+
+        With a disk tier this finds the entries earlier runs left for these shards
+        (blocking: it lists the folder).
+        """
+        if self._source is not None and self._source is not source:
+            raise ValueError("this KnownFutureCache already serves another source")
+        if self._source is source:
+            return
+        self._source = source
+        self._versions = dict(source.versions())
+        if self.disk is not None:
+            folders = {shard_folder(key, tag): key for key, tag in self._versions.items()}
+
+            def locate(key: str, start: int, end: int) -> int | None:
+                inside = source.indices_within(key, start, end)
+                if len(inside) != 1 or source.span_of(inside[0])[1:] != (start, end):
+                    return None
+                return inside[0]
+
+            self.disk.open(folders, locate)
+
+    def plan(self, sampler: Any, seed: int, start_step: int = 0) -> None:
+        """Read batches in the order of ``sampler`` from ``start_step`` on (blocking).
+
+        The loader calls it (in a worker thread) when a stream starts; entries already held
+        are kept. It computes the plan's first window; later windows are computed in worker
+        threads while batches are read.
+        """
+        check_sampler(sampler)
+        planner = HorizonPlanner(
+            sampler,
+            seed,
+            start_step,
+            window_steps=self.window_steps,
+            windows=self.horizon_windows,
+            slack=max(256, 4 * self.lookahead_steps),
+        )
+        first = planner.wanted_window()
+        assert first is not None
+        units = planner.install(planner.compute_window(first))
+        for tier in self._tiers():
+            tier.order.rank_all(NEVER)
+        self._planner = planner
+        self._notice(planner, units)
+        for unit in [u for u in self._ahead if planner.next_use(u) == NEVER]:
+            self._drop_ahead(unit)  # read ahead for a plan that is gone
+
+    def offer(self, index: int, data: bytes) -> bool:
+        """Keep sample ``index``'s bytes if a tier has room without evicting; False if not.
+
+        ``TarShards`` offers what indexing a shard read anyway, so that an epoch after
+        building the index on the fly does not read the same bytes again.
+        """
+        if self._holds(index):
+            return True
+        size = len(data)
+        if self.memory.fits(size):
+            self.memory.put(index, data)
+            self.memory.rank(index, self._next_use(index))
+            return True
+        disk = self.disk
+        if disk is not None and self._source is not None and disk.fits(size):
+            path = self._disk_path(index, data)
+            disk.write(path, data)
+            disk.add(index, size)
+            disk.paths[index] = path
+            disk.rank(index, self._next_use(index))
+            return True
+        return False
+
+    def _tiers(self) -> list[Any]:
+        return [self.memory] if self.disk is None else [self.memory, self.disk]
+
+    def _holds(self, unit: int) -> bool:
+        return (
+            unit in self.memory
+            or unit in self._ahead
+            or unit in self._writing
+            or (self.disk is not None and unit in self.disk)
+        )
+
+    def _disk_path(self, unit: int, data: bytes) -> Path:
+        assert self._source is not None and self.disk is not None
+        key, start, end = self._source.span_of(unit)
+        return self.disk.path_for(unit, key, self._versions[key], start, end, data)
+
+    def _next_use(self, unit: int) -> int:
+        return NEVER if self._planner is None else self._planner.next_use(unit)
+
+    def _notice(self, planner: HorizonPlanner, units: list[int]) -> None:
+        """New steps are known: rank again the entries they read."""
+        for unit in units:
+            for tier in self._tiers():
+                if unit in tier.order:
+                    tier.rank(unit, planner.next_use(unit))
+
+    async def _extend(self, planner: HorizonPlanner) -> None:
+        """Compute the windows the horizon lacks in worker threads, one at a time.
+
+        One reader computes them; a reader that comes meanwhile waits for it.
+        """
+        if self._extending is not None:
+            await self._extending.wait()
+            return
+        self._extending = done = anyio.Event()
+        try:
+            while self._planner is planner and (first := planner.wanted_window()) is not None:
+                window = await anyio.to_thread.run_sync(planner.compute_window, first)
+                self._notice(planner, planner.install(window))
+        finally:
+            self._extending = None
+            done.set()
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def read(self, indices: Sequence[int]) -> list[bytes]:
+        """The bytes of every sample of one batch, in the order of ``indices``."""
+        source = self._source
+        if source is None:
+            raise RuntimeError("KnownFutureCache is not bound to a source (pass it as cache=)")
+        planner = self._planner
+        step = None if planner is None else planner.match(indices)
+        if planner is not None and step is not None:
+            planner.consume(step)
+        found: dict[int, bytes] = {}
+        waits: dict[int, _Pending] = {}
+        on_disk: dict[int, Path] = {}
+        need: list[int] = []
+        tally = self._tally
+        for unit in dict.fromkeys(int(i) for i in indices):
+            data = self._from_memory(unit)
+            if data is not None:
+                tally.hits += 1
+                tally.memory_hits += 1
+                found[unit] = data
+            elif self.disk is not None and unit in self.disk:
+                tally.hits += 1
+                tally.disk_hits += 1
+                on_disk[unit] = self.disk.paths[unit]
+                self._rank(unit)
+            elif unit in self._pending:
+                tally.hits += 1
+                waits[unit] = self._pending[unit]
+                waits[unit].waiters += 1
+            else:
+                tally.misses += 1
+                need.append(unit)
+        writes: tuple[list[Path], _Writes] = ([], [])
+        for unit in list(found):
+            if unit in self._ahead:
+                self._use_ahead(unit, *writes)
+        ahead: list[int] = []
+        if planner is not None and step is not None:
+            tally.planned += 1
+            if planner.planned_until - step <= self.lookahead_steps + self.window_steps:
+                await self._extend(planner)  # a fresh plan: know the shards' runs first
+            ahead = self._ahead_of(source, planner, step, set(need))
+        damaged: list[int] = []
+        try:
+            async with anyio.create_task_group() as group:
+                if planner is not None and planner.wanted_window() is not None:
+                    group.start_soon(self._extend, planner)
+                if on_disk:
+                    group.start_soon(self._read_disk, on_disk, found, damaged)
+                if need or ahead:
+                    await self._fetch(source, need, ahead, found)
+            if damaged:
+                await self._fetch(source, damaged, [], found)
+            for unit, pending in waits.items():
+                await pending.event.wait()
+                if pending.data is None:  # the read that carried it failed: read it here
+                    await self._fetch(source, [unit], [], found)
+                else:
+                    found[unit] = pending.data
+        finally:
+            if writes[0] or writes[1]:
+                with anyio.CancelScope(shield=True):
+                    await self._run_disk_job(*writes)
+        return [found[int(i)] for i in indices]
+
+    def _from_memory(self, unit: int) -> bytes | None:
+        data = self.memory.data.get(unit)
+        if data is not None:
+            self._rank(unit)
+            return data
+        held = self._ahead.get(unit)
+        if held is not None:
+            return held[0]
+        return self._writing.get(unit)
+
+    def _rank(self, unit: int) -> None:
+        for tier in self._tiers():
+            tier.rank(unit, self._next_use(unit))
+
+    def _use_ahead(self, unit: int, deletes: list[Path], writes: _Writes) -> None:
+        """A batch uses what was read ahead for it: it leaves the buffer for a tier."""
+        data, arrived = self._ahead.pop(unit)
+        self._ahead_bytes -= len(data)
+        tally = self._tally
+        tally.waiting -= len(data)
+        tally.used += len(data)
+        tally.prefetch_hits += 1
+        tally.lead_total += time.monotonic() - arrived
+        self._admit(unit, data, deletes, writes)
+
+    def _drop_ahead(self, unit: int) -> None:
+        data, _ = self._ahead.pop(unit)
+        self._ahead_bytes -= len(data)
+        self._tally.waiting -= len(data)
+        self._tally.unused += len(data)
+
+    async def _read_disk(
+        self, on_disk: dict[int, Path], found: dict[int, bytes], damaged: list[int]
+    ) -> None:
+        def read_all() -> dict[int, bytes | None]:
+            return {unit: DiskTier.read(path) for unit, path in on_disk.items()}
+
+        for unit, data in (await anyio.to_thread.run_sync(read_all)).items():
+            if data is None:  # deleted or damaged meanwhile: a miss after all
+                disk = self.disk
+                if disk is not None and disk.paths.get(unit) == on_disk[unit]:
+                    disk.remove(unit, evicted=False)
+                    disk.paths.pop(unit, None)
+                damaged.append(unit)
+            else:
+                found[unit] = data
+
+    # -- what to read ahead -----------------------------------------------------------
+
+    def _ahead_of(
+        self, source: RangeSource, planner: HorizonPlanner, step: int, need: set[int]
+    ) -> list[int]:
+        """Samples to read with step ``step``'s: whole runs of shards, soonest needed first.
+
+        Each sample this step misses, then each one the next ``lookahead_steps`` steps
+        need, brings the run of its shard's neighbours needed within ``fill_steps`` steps
+        (one range read). A run that does not fit the read-ahead buffer waits for a later
+        step, unless the next two steps need its sample.
+        """
+        in_flight = sum(_size(source, u) for u in self._pending)
+        budget = ReadBudget(self.readahead_bytes - self._ahead_bytes - in_flight)
+        chosen: dict[int, None] = {}
+
+        def free(unit: int) -> bool:
+            return not self._holds(unit) and unit not in self._pending and unit not in need
+
+        fill_limit = step + max(self.fill_steps, self.lookahead_steps)
+        for unit in sorted(need):  # a miss brings its run of neighbours needed soon
+            run = [u for u in self._run(source, unit, fill_limit, free, chosen) if u != unit]
+            if run and budget.take_all([_size(source, u) for u in run]):
+                chosen.update(dict.fromkeys(run))
+        last = min(step + 1 + self.lookahead_steps, planner.planned_until)
+        for later in range(step + 1, last):
+            for unit in planner.step_indices(later).tolist():
+                if not free(unit) or unit in chosen:
+                    continue
+                run = self._run(source, unit, fill_limit, free, chosen)
+                if not budget.take_all([_size(source, u) for u in run]):
+                    if later > step + 2:
+                        return list(chosen)  # the rest waits until the buffer has room
+                    run = [unit]
+                    if not budget.take_all([_size(source, unit)]):
+                        continue
+                chosen.update(dict.fromkeys(run))
+        return list(chosen)
+
+    def _run(
+        self, source: RangeSource, unit: int, limit: int, free: Any, chosen: dict[int, None]
+    ) -> list[int]:
+        """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
+        key, start, end = source.span_of(unit)
+
+        def joins(other: int) -> tuple[int, int] | None:
+            if not 0 <= other < len(source) or not free(other) or other in chosen:
+                return None
+            other_key, begin, stop = source.span_of(other)
+            if other_key != key or self._next_use(other) > limit:
+                return None
+            return begin, stop
+
+        low = high = unit
+        while (span := joins(low - 1)) is not None and end - span[0] <= self.max_request_bytes:
+            start, low = span[0], low - 1
+        while (span := joins(high + 1)) is not None and span[1] - start <= self.max_request_bytes:
+            end, high = span[1], high + 1
+        return list(range(low, high + 1))
+
+    # -- fetching ---------------------------------------------------------------------
+
+    def _ranges(self, source: RangeSource, units: list[int]) -> list[tuple[ByteRange, list[int]]]:
+        """Runs of ``units`` merged into requests: only non-sample bytes between them."""
+        spans = sorted((source.span_of(u), u) for u in units)
+        merged: list[tuple[ByteRange, list[int]]] = []
+        for (key, start, end), unit in spans:
+            if merged:
+                (last_key, last_start, last_end), members = merged[-1]
+                if (
+                    last_key == key
+                    and 0 <= start - last_end <= self.coalesce_gap
+                    and end - last_start <= self.max_request_bytes
+                    and not source.indices_within(key, last_end, start)
+                ):
+                    merged[-1] = ((key, last_start, max(end, last_end)), [*members, unit])
+                    continue
+            merged.append(((key, start, end), [unit]))
+        return merged
+
+    async def _fetch(
+        self, source: RangeSource, need: list[int], ahead: list[int], found: dict[int, bytes]
+    ) -> None:
+        demanded = set(need)
+        owned: dict[int, _Pending] = {}
+        units = []
+        for unit in need + ahead:
+            _, start, end = source.span_of(unit)
+            if start == end:
+                if unit in demanded:
+                    found[unit] = b""
+                continue
+            owned[unit] = self._pending[unit] = _Pending()
+            units.append(unit)
+        arrived: dict[int, bytes] = {}
+
+        async def read_one(item: tuple[ByteRange, list[int]]) -> None:
+            (key, start, end), members = item
+            data = await source.read_range(key, start, end)
+            tally = self._tally
+            tally.requests += 1
+            tally.fetched += len(data)
+            carried = 0
+            for unit in members:
+                _, begin, stop = source.span_of(unit)
+                piece = data[begin - start : stop - start]
+                carried += len(piece)
+                arrived[unit] = piece
+                owned[unit].data = piece
+                if unit in demanded:
+                    found[unit] = piece
+            tally.unused += len(data) - carried  # headers between the samples
+
+        deletes: list[Path] = []
+        writes: _Writes = []
+        try:
+            await gather_ordered(read_one, self._ranges(source, units))
+        finally:
+            self._keep(arrived, owned, demanded, deletes, writes)
+            for unit, pending in owned.items():
+                if self._pending.get(unit) is pending:
+                    del self._pending[unit]
+                pending.event.set()  # waiters of a failed read see data None and retry
+            if deletes or writes:
+                with anyio.CancelScope(shield=True):
+                    await self._run_disk_job(deletes, writes)
+
+    def _keep(
+        self,
+        arrived: dict[int, bytes],
+        owned: dict[int, _Pending],
+        demanded: set[int],
+        deletes: list[Path],
+        writes: _Writes,
+    ) -> None:
+        """Samples used now go to a tier if admitted; samples read ahead to the buffer."""
+        tally = self._tally
+        now = time.monotonic()
+        for unit in sorted(arrived, key=lambda u: (self._next_use(u), u)):
+            data = arrived[unit]
+            size = len(data)
+            if unit in demanded or owned[unit].waiters > 0:
+                tally.used += size
+                self._admit(unit, data, deletes, writes)
+            elif self._ahead_bytes + size <= self.readahead_bytes and not self._holds(unit):
+                self._ahead[unit] = (data, now)
+                self._ahead_bytes += size
+                tally.waiting += size
+                tally.prefetched += 1
+            else:
+                tally.unused += size
+
+    def _admit(self, unit: int, data: bytes, deletes: list[Path], writes: _Writes) -> None:
+        """Keep a used sample if it is needed again before what it would evict.
+
+        Memory first, evicting entries needed later (they move to disk if the disk tier
+        admits them by the same rule); else the disk tier; else it is dropped.
+        """
+        if self._holds(unit):
+            return
+        when = self._next_use(unit)
+        victims = self.memory.room_for(len(data), when)
+        if victims is not None:
+            for victim in victims:
+                moved = self.memory.take(victim, evicted=True)
+                self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
+            self.memory.put(unit, data)
+            self.memory.rank(unit, when)
+            return
+        self._to_disk(unit, data, when, deletes, writes)
+
+    def _to_disk(
+        self, unit: int, data: bytes, when: int, deletes: list[Path], writes: _Writes
+    ) -> None:
+        disk = self.disk
+        if disk is None:
+            return
+        victims = disk.room_for(len(data), when)
+        if victims is None:
+            return
+        for victim in victims:
+            disk.remove(victim, evicted=True)
+            deletes.append(disk.paths.pop(victim))
+        path = self._disk_path(unit, data)
+        disk.add(unit, len(data))
+        disk.paths[unit] = path
+        disk.rank(unit, when)
+        self._writing[unit] = data
+        writes.append((unit, path, data))
+
+    async def _run_disk_job(self, deletes: list[Path], writes: _Writes) -> None:
+        """Delete evicted files, then write new ones, in a worker thread, jobs in order.
+
+        Jobs run in the order they were decided, each deleting before it writes, so the
+        files on disk never exceed the bound even while several jobs are in flight.
+        """
+        disk = self.disk
+        assert disk is not None
+        turn = self._disk_jobs
+        self._disk_jobs += 1
+
+        def job() -> None:
+            with self._disk_turn:
+                self._disk_turn.wait_for(lambda: self._disk_done == turn)
+            try:
+                for path in deletes:
+                    disk.delete(path)
+                for unit, path, data in writes:
+                    if disk.paths.get(unit) == path:  # not evicted meanwhile
+                        disk.write(path, data)
+            finally:
+                with self._disk_turn:
+                    self._disk_done += 1
+                    self._disk_turn.notify_all()
+
+        try:
+            await anyio.to_thread.run_sync(job)
+        finally:
+            for unit, _, data in writes:
+                if self._writing.get(unit) is data:
+                    del self._writing[unit]
+
+    # -- statistics -------------------------------------------------------------------
+
+    def statistics(self) -> CacheStatistics:
+        """A snapshot of the counters."""
+        tally, memory, disk = self._tally, self.memory, self.disk
+        lead = tally.lead_total / tally.prefetch_hits if tally.prefetch_hits else 0.0
+        disk_evicted = 0 if disk is None else disk.evicted_bytes
+        return CacheStatistics(
+            hits=tally.hits,
+            misses=tally.misses,
+            memory_hits=tally.memory_hits,
+            disk_hits=tally.disk_hits,
+            requests=tally.requests,
+            bytes_fetched=tally.fetched,
+            bytes_used=tally.used,
+            bytes_unused=tally.unused,
+            bytes_waiting=tally.waiting,
+            bytes_evicted=memory.evicted_bytes + disk_evicted,
+            memory_bytes_evicted=memory.evicted_bytes,
+            disk_bytes_evicted=disk_evicted,
+            evictions=memory.evictions + (0 if disk is None else disk.evictions),
+            current_bytes=memory.bytes,
+            peak_bytes=memory.peak,
+            max_bytes=self.max_bytes,
+            readahead_bytes=self._ahead_bytes,
+            disk_bytes=0 if disk is None else disk.bytes,
+            disk_peak_bytes=0 if disk is None else disk.peak,
+            disk_max_bytes=0 if disk is None else disk.max_bytes,
+            entries=len(memory) + (0 if disk is None else len(disk)),
+            prefetched=tally.prefetched,
+            prefetch_hits=tally.prefetch_hits,
+            mean_prefetch_lead_seconds=lead,
+            planned_batches=tally.planned,
+            planner_bytes=0 if self._planner is None else self._planner.nbytes,
+        )
+
+    def __repr__(self) -> str:
+        disk = "" if self.disk is None else f", disk_dir={str(self.disk.directory)!r}"
+        return (
+            f"KnownFutureCache(max_bytes={self.max_bytes}{disk}, policy={self.policy!r}, "
+            f"lookahead_steps={self.lookahead_steps})"
+        )
+
+
+def _size(source: RangeSource, unit: int) -> int:
+    _, start, end = source.span_of(unit)
+    return end - start
+
+
+def _at_least(name: str, value: Any, low: int) -> int:
+    number = as_int(name, value)
+    if number < low:
+        raise ValueError(f"{name} must be an integer >= {low} but got {number}")
+    return number
