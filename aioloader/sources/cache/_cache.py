@@ -42,6 +42,8 @@ from ._tiers import MemoryTier
 __all__ = ("KnownFutureCache",)
 
 _Writes = list[tuple[int, Path, bytes]]
+YIELD_SECONDS = 0.002
+"""Longest stretch of read-ahead choice between two yields to the event loop."""
 
 
 class _Pending:
@@ -181,11 +183,12 @@ class KnownFutureCache:
         )
         first = planner.wanted_window()
         assert first is not None
-        units = planner.install(planner.compute_window(first))
+        units = planner.install(planner.extend(first))
         for tier in self._tiers():
             tier.order.rank_all(NEVER)
         self._planner = planner
-        self._notice(planner, units)
+        for unit in units:
+            self._rank(unit)
         for unit in [u for u in self._ahead if planner.next_use(u) == NEVER]:
             self._drop_ahead(unit)  # read ahead for a plan that is gone
 
@@ -224,16 +227,19 @@ class KnownFutureCache:
         )
 
     def _disk_path(self, unit: int, data: bytes) -> Path:
-        assert self._source is not None and self.disk is not None
+        assert self._source is not None
+        assert self.disk is not None
         key, start, end = self._source.span_of(unit)
         return self.disk.path_for(unit, key, self._versions[key], start, end, data)
 
     def _next_use(self, unit: int) -> int:
         return NEVER if self._planner is None else self._planner.next_use(unit)
 
-    def _notice(self, planner: HorizonPlanner, units: list[int]) -> None:
+    async def _notice(self, planner: HorizonPlanner, units: list[int]) -> None:
         """New steps are known: rank again the entries they read."""
+        turn = _Turn()
         for unit in units:
+            await turn.pause_if_due()
             for tier in self._tiers():
                 if unit in tier.order:
                     tier.rank(unit, planner.next_use(unit))
@@ -249,8 +255,8 @@ class KnownFutureCache:
         self._extending = done = anyio.Event()
         try:
             while self._planner is planner and (first := planner.wanted_window()) is not None:
-                window = await anyio.to_thread.run_sync(planner.compute_window, first)
-                self._notice(planner, planner.install(window))
+                horizon = await anyio.to_thread.run_sync(planner.extend, first)
+                await self._notice(planner, planner.install(horizon))
         finally:
             self._extending = None
             done.set()
@@ -293,14 +299,14 @@ class KnownFutureCache:
         for unit in list(found):
             if unit in self._ahead:
                 self._use_ahead(unit, *writes)
-        ahead: list[int] = []
-        if planner is not None and step is not None:
-            tally.planned += 1
-            if planner.planned_until - step <= self.lookahead_steps + self.window_steps:
-                await self._extend(planner)  # a fresh plan: know the shards' runs first
-            ahead = self._ahead_of(source, planner, step, set(need))
+        ahead: dict[int, _Pending] = {}
         damaged: list[int] = []
         try:
+            if planner is not None and step is not None:
+                tally.planned += 1
+                if planner.planned_until - step <= self.lookahead_steps + self.window_steps:
+                    await self._extend(planner)  # a fresh plan: know the shards' runs first
+                await self._ahead_of(source, planner, step, set(need), ahead)
             async with anyio.create_task_group() as group:
                 if planner is not None and planner.wanted_window() is not None:
                     group.start_soon(self._extend, planner)
@@ -309,14 +315,18 @@ class KnownFutureCache:
                 if need or ahead:
                     await self._fetch(source, need, ahead, found)
             if damaged:
-                await self._fetch(source, damaged, [], found)
+                await self._fetch(source, damaged, {}, found)
             for unit, pending in waits.items():
                 await pending.event.wait()
                 if pending.data is None:  # the read that carried it failed: read it here
-                    await self._fetch(source, [unit], [], found)
+                    await self._fetch(source, [unit], {}, found)
                 else:
                     found[unit] = pending.data
         finally:
+            for unit, pending in ahead.items():  # chosen but never fetched (cancelled)
+                if self._pending.get(unit) is pending:
+                    del self._pending[unit]
+                    pending.event.set()
             if writes[0] or writes[1]:
                 with anyio.CancelScope(shield=True):
                     await self._run_disk_job(*writes)
@@ -371,51 +381,63 @@ class KnownFutureCache:
 
     # -- what to read ahead -----------------------------------------------------------
 
-    def _ahead_of(
-        self, source: RangeSource, planner: HorizonPlanner, step: int, need: set[int]
-    ) -> list[int]:
+    async def _ahead_of(
+        self,
+        source: RangeSource,
+        planner: HorizonPlanner,
+        step: int,
+        need: set[int],
+        chosen: dict[int, _Pending],
+    ) -> None:
         """Samples to read with step ``step``'s: whole runs of shards, soonest needed first.
 
         Each sample this step misses, then each one the next ``lookahead_steps`` steps
         need, brings the run of its shard's neighbours needed within ``fill_steps`` steps
         (one range read). A run that does not fit the read-ahead buffer waits for a later
-        step, unless the next two steps need its sample.
+        step, unless the next two steps need its sample. Chosen samples are marked on
+        their way at once (``chosen``), and the choice yields to the event loop every
+        ``YIELD_SECONDS``, so a long choice never blocks the loop.
         """
         in_flight = sum(_size(source, u) for u in self._pending)
         budget = ReadBudget(self.readahead_bytes - self._ahead_bytes - in_flight)
-        chosen: dict[int, None] = {}
 
         def free(unit: int) -> bool:
             return not self._holds(unit) and unit not in self._pending and unit not in need
 
+        def choose(run: list[int]) -> None:
+            for member in run:
+                if _size(source, member):  # an empty sample needs no read
+                    chosen[member] = self._pending[member] = _Pending()
+
         fill_limit = step + max(self.fill_steps, self.lookahead_steps)
+        turn = _Turn()
         for unit in sorted(need):  # a miss brings its run of neighbours needed soon
-            run = [u for u in self._run(source, unit, fill_limit, free, chosen) if u != unit]
+            run = [u for u in self._run(source, unit, fill_limit, free) if u != unit]
             if run and budget.take_all([_size(source, u) for u in run]):
-                chosen.update(dict.fromkeys(run))
+                choose(run)
+            await turn.pause_if_due()
         last = min(step + 1 + self.lookahead_steps, planner.planned_until)
         for later in range(step + 1, last):
             for unit in planner.step_indices(later).tolist():
-                if not free(unit) or unit in chosen:
+                if not free(unit):
                     continue
-                run = self._run(source, unit, fill_limit, free, chosen)
+                if await turn.pause_if_due() and not free(unit):
+                    continue
+                run = self._run(source, unit, fill_limit, free)
                 if not budget.take_all([_size(source, u) for u in run]):
                     if later > step + 2:
-                        return list(chosen)  # the rest waits until the buffer has room
+                        return  # the rest waits until the buffer has room
                     run = [unit]
                     if not budget.take_all([_size(source, unit)]):
                         continue
-                chosen.update(dict.fromkeys(run))
-        return list(chosen)
+                choose(run)
 
-    def _run(
-        self, source: RangeSource, unit: int, limit: int, free: Any, chosen: dict[int, None]
-    ) -> list[int]:
+    def _run(self, source: RangeSource, unit: int, limit: int, free: Any) -> list[int]:
         """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
         key, start, end = source.span_of(unit)
 
         def joins(other: int) -> tuple[int, int] | None:
-            if not 0 <= other < len(source) or not free(other) or other in chosen:
+            if not 0 <= other < len(source) or not free(other):
                 return None
             other_key, begin, stop = source.span_of(other)
             if other_key != key or self._next_use(other) > limit:
@@ -431,11 +453,19 @@ class KnownFutureCache:
 
     # -- fetching ---------------------------------------------------------------------
 
-    def _ranges(self, source: RangeSource, units: list[int]) -> list[tuple[ByteRange, list[int]]]:
+    async def _ranges(
+        self, source: RangeSource, units: list[int]
+    ) -> list[tuple[ByteRange, list[int]]]:
         """Runs of ``units`` merged into requests: only non-sample bytes between them."""
-        spans = sorted((source.span_of(u), u) for u in units)
+        turn = _Turn()
+        spans = []
+        for unit in units:
+            spans.append((source.span_of(unit), unit))
+            await turn.pause_if_due()
+        spans.sort()
         merged: list[tuple[ByteRange, list[int]]] = []
         for (key, start, end), unit in spans:
+            await turn.pause_if_due()
             if merged:
                 (last_key, last_start, last_end), members = merged[-1]
                 if (
@@ -450,18 +480,25 @@ class KnownFutureCache:
         return merged
 
     async def _fetch(
-        self, source: RangeSource, need: list[int], ahead: list[int], found: dict[int, bytes]
+        self,
+        source: RangeSource,
+        need: list[int],
+        ahead: dict[int, _Pending],
+        found: dict[int, bytes],
     ) -> None:
+        """Read ``need`` (for this batch) and ``ahead`` (already marked on their way)."""
         demanded = set(need)
         owned: dict[int, _Pending] = {}
         units = []
-        for unit in need + ahead:
+        for unit in need:
             _, start, end = source.span_of(unit)
             if start == end:
-                if unit in demanded:
-                    found[unit] = b""
+                found[unit] = b""
                 continue
             owned[unit] = self._pending[unit] = _Pending()
+            units.append(unit)
+        for unit, pending in ahead.items():
+            owned[unit] = pending
             units.append(unit)
         arrived: dict[int, bytes] = {}
 
@@ -485,9 +522,10 @@ class KnownFutureCache:
         deletes: list[Path] = []
         writes: _Writes = []
         try:
-            await gather_ordered(read_one, self._ranges(source, units))
+            await gather_ordered(read_one, await self._ranges(source, units))
         finally:
-            self._keep(arrived, owned, demanded, deletes, writes)
+            with anyio.CancelScope(shield=True):
+                await self._keep(arrived, owned, demanded, deletes, writes)
             for unit, pending in owned.items():
                 if self._pending.get(unit) is pending:
                     del self._pending[unit]
@@ -496,7 +534,7 @@ class KnownFutureCache:
                 with anyio.CancelScope(shield=True):
                     await self._run_disk_job(deletes, writes)
 
-    def _keep(
+    async def _keep(
         self,
         arrived: dict[int, bytes],
         owned: dict[int, _Pending],
@@ -507,7 +545,9 @@ class KnownFutureCache:
         """Samples used now go to a tier if admitted; samples read ahead to the buffer."""
         tally = self._tally
         now = time.monotonic()
+        turn = _Turn()
         for unit in sorted(arrived, key=lambda u: (self._next_use(u), u)):
+            await turn.pause_if_due()
             data = arrived[unit]
             size = len(data)
             if unit in demanded or owned[unit].waiters > 0:
@@ -633,6 +673,23 @@ class KnownFutureCache:
             f"KnownFutureCache(max_bytes={self.max_bytes}{disk}, policy={self.policy!r}, "
             f"lookahead_steps={self.lookahead_steps})"
         )
+
+
+class _Turn:
+    """Yields to the event loop once ``YIELD_SECONDS`` have passed since the last yield."""
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    async def pause_if_due(self) -> bool:
+        """Yield if due; True when it did (the world may have changed meanwhile)."""
+        if time.perf_counter() - self._since < YIELD_SECONDS:
+            return False
+        await anyio.lowlevel.checkpoint()
+        self._since = time.perf_counter()
+        return True
 
 
 def _size(source: RangeSource, unit: int) -> int:

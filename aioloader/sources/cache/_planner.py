@@ -3,17 +3,18 @@
 The batch at global step ``g`` is ``sampler.indices(seed, g // S, g % S)``, so the whole
 future of a run is known once the sampler, the seed and the start step are. A
 ``HorizonPlanner`` keeps ``windows`` windows of ``window_steps`` steps known from the first
-step not yet read. A window is three arrays (the step of each slot, its dataset index, and
-each step's first index for matching a batch to its step); the horizon's next uses come
-from one ``lexsort`` of the windows held. Nothing is kept per sample of the dataset, so
+step not yet read. A window is two arrays (every slot's dataset index, and where each step
+starts); the horizon's next uses come from one ``lexsort`` of the windows held, and a batch
+is matched to its step by its first index. Nothing is kept per sample of the dataset, so
 memory is O(horizon x batch size) whatever the dataset's size.
 
-``compute_window`` is pure (it only calls the sampler) and runs in a worker thread;
-``install`` adds its result on the event loop, which costs a sort of the horizon.
+``extend`` is pure (it calls the sampler and sorts the horizon) and runs in a worker
+thread; ``install`` swaps its result in on the event loop, which costs nothing.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ import numpy.typing as npt
 
 from ...core._check import u64
 
-__all__ = ("NEVER", "HorizonPlanner", "Window", "check_sampler")
+__all__ = ("NEVER", "Horizon", "HorizonPlanner", "Window", "check_sampler", "merge")
 
 NEVER = 1 << 62
 """Next use of a sample that the known horizon does not read again."""
@@ -72,6 +73,48 @@ class Window:
         return int(self.index.nbytes + self.offsets.nbytes)
 
 
+@dataclass(frozen=True)
+class Horizon:
+    """Windows held and what the queries need of them, built off the event loop.
+
+    Attributes:
+        windows: The windows, in step order.
+        parent: The horizon this one extends (install checks it is still current).
+        index_list: Every slot's dataset index, sorted (then by step).
+        step_list: The step of each entry of ``index_list``.
+        firsts: Each step's first dataset index, step after step.
+        added: The distinct dataset indices of the newest window.
+    """
+
+    windows: tuple[Window, ...]
+    parent: Horizon | None
+    index_list: list[int]
+    step_list: list[int]
+    firsts: Int64Array
+    added: list[int]
+
+    @property
+    def first(self) -> int:
+        """The first step held."""
+        return self.windows[0].first if self.windows else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays and lists (8 bytes an item, plus the lists' pointers)."""
+        lists = 2 * 16 * len(self.index_list)
+        return sum(w.nbytes for w in self.windows) + int(self.firsts.nbytes) + lists
+
+
+def merge(parent: Horizon | None, windows: tuple[Window, ...]) -> Horizon:
+    """The ``Horizon`` of ``windows`` (pure: runs in a worker thread)."""
+    index = np.concatenate([w.index for w in windows])
+    step = np.concatenate([w.first + np.repeat(w.steps(), np.diff(w.offsets)) for w in windows])
+    order = np.lexsort((step, index))
+    firsts = np.concatenate([w.index[w.offsets[:-1]] for w in windows])
+    added = np.unique(windows[-1].index).tolist()
+    return Horizon(windows, parent, index[order].tolist(), step[order].tolist(), firsts, added)
+
+
 class HorizonPlanner:
     """A bounded, moving horizon of the plan: which step reads what, and when next.
 
@@ -101,21 +144,17 @@ class HorizonPlanner:
         self.window_steps = window_steps
         self.windows = windows
         self._slack = slack
-        self._held: list[Window] = []
         self._consumed: set[int] = set()
         self._latest = -1
-        self._base = self.cursor
-        self._sorted_index: Int64Array = np.empty(0, np.int64)
-        self._sorted_step: Int64Array = np.empty(0, np.int64)
-        self._firsts: Int64Array = np.empty(0, np.int64)
-        self._first_steps: Int64Array = np.empty(0, np.int64)
+        self._horizon: Horizon | None = None
 
     # -- building ---------------------------------------------------------------------
 
     @property
     def planned_until(self) -> int:
         """The first step past the horizon held."""
-        return self._held[-1].stop if self._held else self.cursor
+        horizon = self._horizon
+        return horizon.windows[-1].stop if horizon is not None else self.cursor
 
     def wanted_window(self) -> int | None:
         """The first step of the next window to compute, or None while the horizon is full."""
@@ -133,82 +172,68 @@ class HorizonPlanner:
         np.cumsum([len(p) for p in parts], out=offsets[1:])
         return Window(first, np.concatenate(parts), offsets)
 
-    def install(self, window: Window) -> list[int]:
-        """Add ``window`` if it is the next one; returns its distinct dataset indices."""
-        if window.first != self.planned_until:
-            return []  # a stale result (the horizon moved or was rebuilt meanwhile)
-        self._held.append(window)
-        self._rebuild()
-        return [int(u) for u in np.unique(window.index)]
+    def extend(self, first: int) -> Horizon:
+        """The horizon with the window at ``first`` added and passed windows dropped.
+
+        Pure given the horizon it starts from: the cache runs it in a worker thread, then
+        ``install`` swaps it in on the event loop.
+        """
+        parent = self._horizon
+        cursor = self.cursor
+        kept = () if parent is None else tuple(w for w in parent.windows if w.stop > cursor)
+        return merge(parent, (*kept, self.compute_window(first)))
+
+    def install(self, horizon: Horizon) -> list[int]:
+        """Use ``horizon`` if it extends the current one; returns its new dataset indices."""
+        if horizon.parent is not self._horizon:
+            return []  # a stale result (the plan was replaced meanwhile)
+        self._horizon = horizon
+        return horizon.added
 
     def fill(self) -> None:
         """Compute and install windows until the horizon is full (blocking)."""
         while (first := self.wanted_window()) is not None:
-            self.install(self.compute_window(first))
-
-    def _rebuild(self) -> None:
-        while self._held and self._held[0].stop <= self.cursor:
-            self._held.pop(0)
-        if not self._held:
-            empty = np.empty(0, np.int64)
-            self._sorted_index = self._sorted_step = self._firsts = self._first_steps = empty
-            return
-        self._base = self._held[0].first
-        index = np.concatenate([w.index for w in self._held])
-        step = np.concatenate(
-            [w.first + np.repeat(w.steps(), np.diff(w.offsets)) for w in self._held]
-        )
-        order = np.lexsort((step, index))
-        self._sorted_index = index[order]
-        self._sorted_step = step[order]
-        self._firsts = np.concatenate([w.index[w.offsets[:-1]] for w in self._held])
-        self._first_steps = np.arange(self._base, self.planned_until, dtype=np.int64)
+            self.install(self.extend(first))
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the arrays held (the planner's memory, less small constants)."""
-        held = sum(w.nbytes for w in self._held)
-        derived = (self._sorted_index, self._sorted_step, self._firsts, self._first_steps)
-        return held + sum(int(a.nbytes) for a in derived)
+        """Bytes of the horizon's arrays and lists (the planner's memory, roughly)."""
+        return 0 if self._horizon is None else self._horizon.nbytes
 
     # -- queries ----------------------------------------------------------------------
 
     def step_indices(self, step: int) -> Int64Array:
         """The dataset indices of global step ``step`` (computed if not held)."""
-        for window in self._held:
-            if window.first <= step < window.stop:
-                k = step - window.first
-                return window.index[window.offsets[k] : window.offsets[k + 1]]
+        if self._horizon is not None:
+            for window in self._horizon.windows:
+                if window.first <= step < window.stop:
+                    k = step - window.first
+                    return window.index[window.offsets[k] : window.offsets[k + 1]]
         epoch, in_epoch = divmod(step, self._steps_per_epoch)
         return np.asarray(self._sampler.indices(self._seed, epoch, in_epoch), np.int64)
 
     def next_use(self, unit: int) -> int:
         """The next unread step that reads sample ``unit``, or ``NEVER`` within the horizon."""
-        low = int(np.searchsorted(self._sorted_index, unit, "left"))
-        high = int(np.searchsorted(self._sorted_index, unit, "right"))
-        for position in range(low, high):
-            step = int(self._sorted_step[position])
+        horizon = self._horizon
+        if horizon is None:
+            return NEVER
+        index, steps = horizon.index_list, horizon.step_list
+        position = bisect.bisect_left(index, unit)
+        while position < len(index) and index[position] == unit:
+            step = steps[position]
             if step >= self.cursor and step not in self._consumed:
                 return step
+            position += 1
         return NEVER
-
-    def horizon_uses(self) -> tuple[Int64Array, Int64Array]:
-        """``(units, first step)`` of every distinct sample read from the cursor on."""
-        keep = self._sorted_step >= self.cursor
-        units, steps = self._sorted_index[keep], self._sorted_step[keep]
-        if not len(units):
-            return units, steps
-        first = np.ones(len(units), bool)
-        first[1:] = units[1:] != units[:-1]
-        return units[first], steps[first]
 
     def match(self, indices: Sequence[int]) -> int | None:
         """The earliest unread step whose batch is ``indices``, or None."""
-        if not len(indices) or not len(self._firsts):
+        horizon = self._horizon
+        if not len(indices) or horizon is None:
             return None
         wanted = np.asarray(indices, np.int64)
-        for position in np.flatnonzero(self._firsts == wanted[0]):
-            step = int(self._first_steps[position])
+        for position in np.flatnonzero(horizon.firsts == wanted[0]).tolist():
+            step = horizon.first + position
             if step < self.cursor or step in self._consumed:
                 continue
             if np.array_equal(self.step_indices(step), wanted):
@@ -222,5 +247,3 @@ class HorizonPlanner:
         while self.cursor in self._consumed or self.cursor < self._latest - self._slack:
             self._consumed.discard(self.cursor)
             self.cursor += 1
-        if self._held and self._held[0].stop <= self.cursor:
-            self._rebuild()
