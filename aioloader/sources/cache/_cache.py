@@ -14,7 +14,8 @@ extended in worker threads as the reads move on. For the batch at step ``g`` the
   so no byte is fetched twice before it is used;
 - after use, admits a sample into a tier only if it is needed again before what it would
   evict (Belady's policy, optimal for a known sequence): memory first, the disk tier for
-  what memory evicts.
+  what memory evicts; while the disk tier has free room it also keeps a copy of what
+  memory admits, so that the next run finds it.
 
 See ``docs/object-storage.md`` for the cost model, the tiers and admission.
 """
@@ -571,12 +572,16 @@ class KnownFutureCache:
             return
         when = self._next_use(unit)
         victims = self.memory.room_for(len(data), when)
+        disk = self.disk
         if victims is not None:
             for victim in victims:
                 moved = self.memory.take(victim, evicted=True)
-                self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
+                if disk is None or victim not in disk:
+                    self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
             self.memory.put(unit, data)
             self.memory.rank(unit, when)
+            if disk is not None and disk.fits(len(data)):  # a copy for the next run
+                self._to_disk(unit, data, when, deletes, writes)
             return
         self._to_disk(unit, data, when, deletes, writes)
 
@@ -584,7 +589,7 @@ class KnownFutureCache:
         self, unit: int, data: bytes, when: int, deletes: list[Path], writes: _Writes
     ) -> None:
         disk = self.disk
-        if disk is None:
+        if disk is None or unit in disk:
             return
         victims = disk.room_for(len(data), when)
         if victims is None:
@@ -659,7 +664,7 @@ class KnownFutureCache:
             disk_bytes=0 if disk is None else disk.bytes,
             disk_peak_bytes=0 if disk is None else disk.peak,
             disk_max_bytes=0 if disk is None else disk.max_bytes,
-            entries=len(memory) + (0 if disk is None else len(disk)),
+            entries=len(memory) if disk is None else len(memory.sizes.keys() | disk.sizes.keys()),
             prefetched=tally.prefetched,
             prefetch_hits=tally.prefetch_hits,
             mean_prefetch_lead_seconds=lead,

@@ -37,7 +37,7 @@ class CacheStatistics:
         disk_bytes: Bytes of entry files now (never above ``disk_max_bytes``).
         disk_peak_bytes: Most bytes of entry files ever.
         disk_max_bytes: The disk tier's bound (0 without one).
-        entries: Samples held now (both tiers).
+        entries: Samples held now (in either tier or both).
         prefetched: Samples read ahead of their step and kept.
         prefetch_hits: Batch reads served by an entry read ahead for them.
         mean_prefetch_lead_seconds: Mean time from a read-ahead entry's arrival to its use.
