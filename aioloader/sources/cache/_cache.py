@@ -372,6 +372,9 @@ class KnownFutureCache:
 
         for unit, data in (await anyio.to_thread.run_sync(read_all)).items():
             if data is None:  # deleted or damaged meanwhile: a miss after all
+                self._tally.hits -= 1
+                self._tally.disk_hits -= 1
+                self._tally.misses += 1
                 disk = self.disk
                 if disk is not None and disk.paths.get(unit) == on_disk[unit]:
                     disk.remove(unit, evicted=False)
