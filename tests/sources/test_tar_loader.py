@@ -11,8 +11,8 @@ import pytest
 from aioloader.core import BlockShuffledSampler, RankSlice, digest_stream
 from aioloader.core._plan import BatchPlan
 from aioloader.engine import DataLoader
-from aioloader.sources.cache import KnownFutureCache
 from aioloader.sources._tar import TarShards
+from aioloader.sources.cache import KnownFutureCache
 from tests._support.s3 import S3Info
 from tests.sources.test_tar import dataset, members_of, tar_bytes
 

@@ -233,7 +233,7 @@ class HorizonPlanner:
             return None
         wanted = np.asarray(indices, np.int64)
         for position in np.flatnonzero(horizon.firsts == wanted[0]).tolist():
-            step = horizon.first + position
+            step = horizon.first + int(position)
             if step < self.cursor or step in self._consumed:
                 continue
             if np.array_equal(self.step_indices(step), wanted):

@@ -80,7 +80,7 @@ class Epochs:
     """What the reads of each epoch fetched, and whether a sample was fetched twice unused."""
 
     requests: list[int]
-    bytes: list[int]
+    fetched: list[int]
     fetched_twice_unused: int
     batches: list[list[bytes]]
 

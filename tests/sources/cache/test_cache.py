@@ -74,22 +74,22 @@ def test_three_epochs_fetch_each_byte_once_near_the_optimum_and_never_more_than_
     assert got.batches == expected_batches(WANT, sampler, range(3 * steps))
     assert baseline.batches == got.batches
     assert got.fetched_twice_unused == 0  # no byte is fetched again before it is used
-    assert got.bytes[0] <= DATASET  # epoch 1: each byte at most once
+    assert got.fetched[0] <= DATASET  # epoch 1: each byte at most once
     for epoch in range(3):
-        assert got.bytes[epoch] <= baseline.bytes[epoch]  # never more than no cache
+        assert got.fetched[epoch] <= baseline.fetched[epoch]  # never more than no cache
     optimum = (1 - fraction) * data
-    later = (got.bytes[1] + got.bytes[2]) / 2 / optimum
+    later = (got.fetched[1] + got.fetched[2]) / 2 / optimum
     print(
         f"{kind} {fraction:.0%}: requests {got.requests} (no cache {baseline.requests}); "
-        f"bytes/dataset {[round(b / DATASET, 3) for b in got.bytes]} "
-        f"(no cache {[round(b / DATASET, 3) for b in baseline.bytes]}); "
+        f"bytes/dataset {[round(b / DATASET, 3) for b in got.fetched]} "
+        f"(no cache {[round(b / DATASET, 3) for b in baseline.fetched]}); "
         f"epochs 2-3 / optimum {later:.3f}"
     )
     assert later <= BOUND_OVER_OPTIMUM[kind]
     stats = cache.statistics()
     _identity(stats)
     assert stats.requests == len(source.log) == sum(got.requests)
-    assert stats.bytes_fetched == sum(got.bytes)
+    assert stats.bytes_fetched == sum(got.fetched)
     assert stats.peak_bytes <= stats.max_bytes
     assert stats.planned_batches == 3 * steps
     assert stats.hits + stats.misses == 3 * N
@@ -132,7 +132,7 @@ def test_block_shuffle_costs_one_request_per_shard(
     else:  # runs of samples the horizon needs: fewer requests than samples, never 0 bytes
         assert SHARDS < got.requests[0] < N
         assert got.requests[1] == 0
-    assert got.bytes[0] <= DATASET
+    assert got.fetched[0] <= DATASET
 
 
 def _collate(samples: Any, plan: BatchPlan) -> list[bytes]:
