@@ -44,17 +44,20 @@ __all__ = ("KnownFutureCache",)
 
 _Writes = list[tuple[int, Path, bytes]]
 YIELD_SECONDS = 0.002
-"""Longest stretch of read-ahead choice between two yields to the event loop."""
+"""Longest stretch of the cache's own work between two yields to the event loop."""
+TASKS_PER_TURN = 64
+"""Reads started in one event-loop turn."""
 
 
 class _Pending:
     """A sample on its way: waiters get its bytes, or None when its read failed."""
 
-    __slots__ = ("data", "event", "waiters")
+    __slots__ = ("data", "event", "size", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
         self.event = anyio.Event()
         self.data: bytes | None = None
+        self.size = size
         self.waiters = 0
 
 
@@ -133,6 +136,7 @@ class KnownFutureCache:
         self._planner: HorizonPlanner | None = None
         self._extending: anyio.Event | None = None
         self._pending: dict[int, _Pending] = {}
+        self._pending_bytes = 0
         self._ahead: dict[int, tuple[bytes, float]] = {}  # read ahead, not used: (data, when)
         self._ahead_bytes = 0
         self._writing: dict[int, bytes] = {}  # on their way to disk: served from here
@@ -278,7 +282,13 @@ class KnownFutureCache:
         on_disk: dict[int, Path] = {}
         need: list[int] = []
         tally = self._tally
+        turn = _Turn()
         for unit in dict.fromkeys(int(i) for i in indices):
+            if await turn.pause_if_due() and unit in self._pending:
+                tally.hits += 1  # on its way since the pause
+                waits[unit] = self._pending[unit]
+                waits[unit].waiters += 1
+                continue
             data = self._from_memory(unit)
             if data is not None:
                 tally.hits += 1
@@ -300,6 +310,7 @@ class KnownFutureCache:
         for unit in list(found):
             if unit in self._ahead:
                 self._use_ahead(unit, *writes)
+                await turn.pause_if_due()
         ahead: dict[int, _Pending] = {}
         damaged: list[int] = []
         try:
@@ -325,9 +336,7 @@ class KnownFutureCache:
                     found[unit] = pending.data
         finally:
             for unit, pending in ahead.items():  # chosen but never fetched (cancelled)
-                if self._pending.get(unit) is pending:
-                    del self._pending[unit]
-                    pending.event.set()
+                self._release(unit, pending)
             if writes[0] or writes[1]:
                 with anyio.CancelScope(shield=True):
                     await self._run_disk_job(*writes)
@@ -402,16 +411,17 @@ class KnownFutureCache:
         their way at once (``chosen``), and the choice yields to the event loop every
         ``YIELD_SECONDS``, so a long choice never blocks the loop.
         """
-        in_flight = sum(_size(source, u) for u in self._pending)
-        budget = ReadBudget(self.readahead_bytes - self._ahead_bytes - in_flight)
+        budget = ReadBudget(self.readahead_bytes - self._ahead_bytes - self._pending_bytes)
 
         def free(unit: int) -> bool:
             return not self._holds(unit) and unit not in self._pending and unit not in need
 
         def choose(run: list[int]) -> None:
             for member in run:
-                if _size(source, member):  # an empty sample needs no read
-                    chosen[member] = self._pending[member] = _Pending()
+                size = _size(source, member)
+                if size:  # an empty sample needs no read
+                    chosen[member] = self._pending[member] = _Pending(size)
+                    self._pending_bytes += size
 
         fill_limit = step + max(self.fill_steps, self.lookahead_steps)
         turn = _Turn()
@@ -423,9 +433,8 @@ class KnownFutureCache:
         last = min(step + 1 + self.lookahead_steps, planner.planned_until)
         for later in range(step + 1, last):
             for unit in planner.step_indices(later).tolist():
+                await turn.pause_if_due()
                 if not free(unit):
-                    continue
-                if await turn.pause_if_due() and not free(unit):
                     continue
                 run = self._run(source, unit, fill_limit, free)
                 if not budget.take_all([_size(source, u) for u in run]):
@@ -499,7 +508,8 @@ class KnownFutureCache:
             if start == end:
                 found[unit] = b""
                 continue
-            owned[unit] = self._pending[unit] = _Pending()
+            owned[unit] = self._pending[unit] = _Pending(end - start)
+            self._pending_bytes += end - start
             units.append(unit)
         for unit, pending in ahead.items():
             owned[unit] = pending
@@ -525,18 +535,29 @@ class KnownFutureCache:
 
         deletes: list[Path] = []
         writes: _Writes = []
-        try:
-            await gather_ordered(read_one, await self._ranges(source, units))
+
+        async def read_some(some: list[tuple[ByteRange, list[int]]]) -> None:
+            await gather_ordered(read_one, some)
+
+        try:  # reads start TASKS_PER_TURN at a time: spawning thousands takes a while
+            ranges = await self._ranges(source, units)
+            parts = [ranges[k : k + TASKS_PER_TURN] for k in range(0, len(ranges), TASKS_PER_TURN)]
+            await gather_ordered(read_some, parts)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._keep(arrived, owned, demanded, deletes, writes)
             for unit, pending in owned.items():
-                if self._pending.get(unit) is pending:
-                    del self._pending[unit]
-                pending.event.set()  # waiters of a failed read see data None and retry
+                self._release(unit, pending)
             if deletes or writes:
                 with anyio.CancelScope(shield=True):
                     await self._run_disk_job(deletes, writes)
+
+    def _release(self, unit: int, pending: _Pending) -> None:
+        """The read of ``unit`` ended; waiters of a failed read see None and read it again."""
+        if self._pending.get(unit) is pending:
+            del self._pending[unit]
+            self._pending_bytes -= pending.size
+        pending.event.set()
 
     async def _keep(
         self,
@@ -550,7 +571,12 @@ class KnownFutureCache:
         tally = self._tally
         now = time.monotonic()
         turn = _Turn()
-        for unit in sorted(arrived, key=lambda u: (self._next_use(u), u)):
+        ordered = []
+        for unit in arrived:
+            ordered.append((self._next_use(unit), unit))
+            await turn.pause_if_due()
+        ordered.sort()
+        for _, unit in ordered:
             await turn.pause_if_due()
             data = arrived[unit]
             size = len(data)
