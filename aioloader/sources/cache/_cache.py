@@ -426,7 +426,8 @@ class KnownFutureCache:
         fill_limit = step + max(self.fill_steps, self.lookahead_steps)
         turn = _Turn()
         for unit in sorted(need):  # a miss brings its run of neighbours needed soon
-            run = [u for u in self._run(source, unit, fill_limit, free) if u != unit]
+            run = await self._run(source, unit, fill_limit, free, turn)
+            run = [u for u in run if u != unit and free(u)]  # others may have chosen some
             if run and budget.take_all([_size(source, u) for u in run]):
                 choose(run)
             await turn.pause_if_due()
@@ -436,16 +437,21 @@ class KnownFutureCache:
                 await turn.pause_if_due()
                 if not free(unit):
                     continue
-                run = self._run(source, unit, fill_limit, free)
+                run = await self._run(source, unit, fill_limit, free, turn)
+                run = [u for u in run if free(u)]  # other reads may have chosen some
+                if not run:
+                    continue
                 if not budget.take_all([_size(source, u) for u in run]):
                     if later > step + 2:
                         return  # the rest waits until the buffer has room
                     run = [unit]
-                    if not budget.take_all([_size(source, unit)]):
+                    if not free(unit) or not budget.take_all([_size(source, unit)]):
                         continue
                 choose(run)
 
-    def _run(self, source: RangeSource, unit: int, limit: int, free: Any) -> list[int]:
+    async def _run(
+        self, source: RangeSource, unit: int, limit: int, free: Any, turn: _Turn
+    ) -> list[int]:
         """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
         key, start, end = source.span_of(unit)
 
@@ -460,8 +466,10 @@ class KnownFutureCache:
         low = high = unit
         while (span := joins(low - 1)) is not None and end - span[0] <= self.max_request_bytes:
             start, low = span[0], low - 1
+            await turn.pause_if_due()
         while (span := joins(high + 1)) is not None and span[1] - start <= self.max_request_bytes:
             end, high = span[1], high + 1
+            await turn.pause_if_due()
         return list(range(low, high + 1))
 
     # -- fetching ---------------------------------------------------------------------
@@ -523,7 +531,9 @@ class KnownFutureCache:
             tally.requests += 1
             tally.fetched += len(data)
             carried = 0
+            turn = _Turn()
             for unit in members:
+                await turn.pause_if_due()
                 _, begin, stop = source.span_of(unit)
                 piece = data[begin - start : stop - start]
                 carried += len(piece)
