@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any, cast
 
-from ..cli._arguments import positive, positive_float
+from .._argtypes import positive, positive_float
 
 __all__ = ("add_parser", "run")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from ..cli._progress import Progress
+from .._progress import Progress
 from ..sinks._manifest import FailureRecord, ShardRecord
 from ..sinks._tar_writer import TarShardWriter
 from ..sources._http import HttpFetcher

@@ -31,9 +31,10 @@ from typing import Any
 import anyio
 
 from ...core._check import as_int
+from ...core._samplers import check_sampler
 from .._concurrency import gather_ordered
 from ._disk import DiskTier, shard_folder
-from ._planner import NEVER, HorizonPlanner, check_sampler
+from ._planner import NEVER, HorizonPlanner
 from ._policy import Policy, ReadBudget
 from ._ranges import ByteRange, check_coalescing
 from ._source import RangeSource
