@@ -53,13 +53,27 @@ TASKS_PER_TURN = 64
 class _Pending:
     """A sample on its way: waiters get its bytes, or None when its read failed."""
 
-    __slots__ = ("data", "event", "size", "waiters")
+    __slots__ = ("_event", "data", "done", "size", "waiters")
 
     def __init__(self, size: int) -> None:
-        self.event = anyio.Event()
+        self._event: anyio.Event | None = None  # made for the first waiter only: cheap
         self.data: bytes | None = None
+        self.done = False
         self.size = size
         self.waiters = 0
+
+    async def wait(self) -> None:
+        """Wait until the read ends (``data`` is then the bytes, or None if it failed)."""
+        if not self.done:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+    def finish(self) -> None:
+        """The read ended: wake the waiters."""
+        self.done = True
+        if self._event is not None:
+            self._event.set()
 
 
 class KnownFutureCache:
@@ -330,7 +344,7 @@ class KnownFutureCache:
             if damaged:
                 await self._fetch(source, damaged, {}, found)
             for unit, pending in waits.items():
-                await pending.event.wait()
+                await pending.wait()
                 if pending.data is None:  # the read that carried it failed: read it here
                     await self._fetch(source, [unit], {}, found)
                 else:
@@ -417,12 +431,13 @@ class KnownFutureCache:
         def free(unit: int) -> bool:
             return not self._holds(unit) and unit not in self._pending and unit not in need
 
-        def choose(run: list[int]) -> None:
+        async def choose(run: list[int]) -> None:
             for member in run:
                 size = _size(source, member)
-                if size:  # an empty sample needs no read
+                if size and free(member):  # an empty sample needs no read
                     chosen[member] = self._pending[member] = _Pending(size)
                     self._pending_bytes += size
+                await turn.pause_if_due()
 
         fill_limit = step + max(self.fill_steps, self.lookahead_steps)
         turn = _Turn()
@@ -430,7 +445,7 @@ class KnownFutureCache:
             run = await self._run(source, unit, fill_limit, free, turn)
             run = [u for u in run if u != unit and free(u)]  # others may have chosen some
             if run and budget.take_all([_size(source, u) for u in run]):
-                choose(run)
+                await choose(run)
             await turn.pause_if_due()
         last = min(step + 1 + self.lookahead_steps, planner.planned_until)
         for later in range(step + 1, last):
@@ -448,7 +463,7 @@ class KnownFutureCache:
                     run = [unit]
                     if not free(unit) or not budget.take_all([_size(source, unit)]):
                         continue
-                choose(run)
+                await choose(run)
 
     async def _run(
         self, source: RangeSource, unit: int, limit: int, free: Any, turn: _Turn
@@ -568,7 +583,7 @@ class KnownFutureCache:
         if self._pending.get(unit) is pending:
             del self._pending[unit]
             self._pending_bytes -= pending.size
-        pending.event.set()
+        pending.finish()
 
     async def _keep(
         self,
