@@ -296,6 +296,7 @@ class KnownFutureCache:
         waits: dict[int, _Pending] = {}
         on_disk: dict[int, Path] = {}
         need: list[int] = []
+        claimed: dict[int, _Pending] = {}
         tally = self._tally
         turn = _Turn()
         for unit in dict.fromkeys(int(i) for i in indices):
@@ -321,6 +322,7 @@ class KnownFutureCache:
             else:
                 tally.misses += 1
                 need.append(unit)
+                self._claim(source, unit, claimed, found)  # on its way before any await
         writes: tuple[list[Path], _Writes] = ([], [])
         for unit in list(found):
             if unit in self._ahead:
@@ -339,17 +341,24 @@ class KnownFutureCache:
                     group.start_soon(self._extend, planner)
                 if on_disk:
                     group.start_soon(self._read_disk, on_disk, found, damaged)
-                if need or ahead:
-                    await self._fetch(source, need, ahead, found)
+                if claimed or ahead:
+                    await self._fetch(source, claimed, ahead, found)
             if damaged:
-                await self._fetch(source, damaged, {}, found)
+                again: dict[int, _Pending] = {}
+                for unit in damaged:
+                    self._claim(source, unit, again, found)
+                await self._fetch(source, again, {}, found)
             for unit, pending in waits.items():
                 await pending.wait()
                 if pending.data is None:  # the read that carried it failed: read it here
-                    await self._fetch(source, [unit], {}, found)
+                    retry: dict[int, _Pending] = {}
+                    self._claim(source, unit, retry, found)
+                    await self._fetch(source, retry, {}, found)
                 else:
                     found[unit] = pending.data
         finally:
+            for unit, pending in claimed.items():  # claimed but never fetched (cancelled)
+                self._release(unit, pending)
             for unit, pending in ahead.items():  # chosen but never fetched (cancelled)
                 self._release(unit, pending)
             if writes[0] or writes[1]:
@@ -516,28 +525,28 @@ class KnownFutureCache:
             merged.append(((key, start, end), [unit]))
         return merged
 
+    def _claim(
+        self, source: RangeSource, unit: int, claimed: dict[int, _Pending], found: dict[int, bytes]
+    ) -> None:
+        """Mark ``unit`` on its way for this batch (an empty sample is found at once)."""
+        _, start, end = source.span_of(unit)
+        if start == end:
+            found[unit] = b""
+            return
+        claimed[unit] = self._pending[unit] = _Pending(end - start)
+        self._pending_bytes += end - start
+
     async def _fetch(
         self,
         source: RangeSource,
-        need: list[int],
+        need: dict[int, _Pending],
         ahead: dict[int, _Pending],
         found: dict[int, bytes],
     ) -> None:
-        """Read ``need`` (for this batch) and ``ahead`` (already marked on their way)."""
+        """Read ``need`` (for this batch) and ``ahead``, both already marked on their way."""
         demanded = set(need)
-        owned: dict[int, _Pending] = {}
-        units = []
-        for unit in need:
-            _, start, end = source.span_of(unit)
-            if start == end:
-                found[unit] = b""
-                continue
-            owned[unit] = self._pending[unit] = _Pending(end - start)
-            self._pending_bytes += end - start
-            units.append(unit)
-        for unit, pending in ahead.items():
-            owned[unit] = pending
-            units.append(unit)
+        owned = {**need, **ahead}
+        units = list(owned)
         arrived: dict[int, bytes] = {}
 
         async def read_one(item: tuple[ByteRange, list[int]]) -> None:
