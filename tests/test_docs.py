@@ -201,6 +201,7 @@ def test_code_block_runs(
     capsys.readouterr()
 
 
+@pytest.mark.slow  # a build of the whole site: CI's second step
 def test_mkdocs_build_is_strict_clean(tmp_path: Path) -> None:
     site = tmp_path / "site"
     result = subprocess.run(
