@@ -269,6 +269,16 @@ class StoreDestination(Destination):
         return self.prefix + name
 
     def describe(self, name: str) -> str:
+        config = getattr(self.store, "config", None)
+        scheme = {"S3Store": "s3", "GCSStore": "gs", "AzureStore": "az"}.get(
+            type(self.store).__name__
+        )
+        bucket = config.get("bucket") or config.get("container_name") if config else None
+        if scheme and bucket:
+            store_prefix = str(getattr(self.store, "prefix", None) or "").strip("/")
+            return f"{scheme}://{bucket}/" + (f"{store_prefix}/" if store_prefix else "") + (
+                self.key(name)
+            )
         return f"{self.key(name)!r} in {self.store!r}"
 
     def read(self, name: str) -> bytes | None:

@@ -168,9 +168,10 @@ class TarShardWriter:
         self.meta = dict(meta or {})
         self.settings = dict(settings or {})
         json.dumps([self.meta, self.settings])  # fails early on what a manifest cannot hold
+        self._load_manifest(bool(resume))  # refuse early, before touching the destination
         self._lease = WriterLease(self.destination, lease_ttl)
         self._lease.acquire()
-        try:
+        try:  # read again under the lease: another writer may have committed meanwhile
             self._manifest, self._manifest_version = self._load_manifest(bool(resume))
             self.destination.clean_partials()
         except BaseException:
