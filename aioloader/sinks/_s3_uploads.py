@@ -5,7 +5,7 @@ itself, so a writer killed mid-upload leaves parts that stay stored (and billed)
 bucket lifecycle rule removes them. This module makes the two S3 calls that clean them
 up, ``ListMultipartUploads`` and ``AbortMultipartUpload``, as plain HTTPS requests signed
 with AWS Signature Version 4, using the store's own endpoint, region and static
-credentials (``store.config``). It was chosen over a journal of upload ids because obstore
+credentials (``store.config``, or the ``AWS_*`` variables obstore read them from). It was chosen over a journal of upload ids because obstore
 does not expose the id of the uploads it starts, and listing also finds uploads that a
 journal written before the crash would miss.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import os
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
@@ -30,6 +31,25 @@ __all__ = ("S3Uploads",)
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _NAMESPACE = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _TIMEOUT = 30.0
+
+
+def _from_environment() -> dict[str, str]:
+    """The S3 settings obstore reads from ``AWS_*`` variables (its config omits them)."""
+    names = {
+        "access_key_id": ("AWS_ACCESS_KEY_ID",),
+        "secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
+        "session_token": ("AWS_SESSION_TOKEN", "AWS_TOKEN"),
+        "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+        "endpoint": ("AWS_ENDPOINT", "AWS_ENDPOINT_URL"),
+        "virtual_hosted_style_request": ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST",),
+    }
+    found = {}
+    for key, variables in names.items():
+        for variable in variables:
+            if os.environ.get(variable):
+                found[key] = os.environ[variable]
+                break
+    return found
 
 
 def _hmac(key: bytes, text: str) -> bytes:
@@ -69,7 +89,7 @@ class S3Uploads:
         """The calls for an obstore ``S3Store`` with static credentials, else None."""
         if type(store).__name__ != "S3Store":
             return None
-        config: Mapping[str, Any] = dict(store.config)
+        config: dict[str, Any] = {**_from_environment(), **dict(store.config)}
         access, secret = config.get("access_key_id"), config.get("secret_access_key")
         bucket = config.get("bucket")
         if not (access and secret and bucket):

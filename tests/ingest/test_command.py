@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 
 from aioloader.cli import build_parser, main
 from aioloader.sinks import open_shards, read_manifest
+from aioloader.sinks._s3_uploads import S3Uploads
 from tests._support.http_server import HttpTestServer
 from tests._support.s3 import S3Info
 
@@ -205,3 +207,36 @@ def test_an_appended_input_needs_the_flag(
     assert main([*base, "--allow-appended-input"]) == 0
     assert "resumed: inputs before position 30 were committed" in capsys.readouterr().out
     assert [(r.first, r.end) for r in read_manifest(out).shards] == [(0, 20), (20, 30), (30, 31)]
+
+
+def test_a_multipart_upload_killed_midway_is_aborted_on_resume(
+    server: HttpTestServer, tmp_path: Path, s3_server: S3Info
+) -> None:
+    count, size = 120, 1024 * 1024
+    urls = tmp_path / "urls.txt"
+    urls.write_text("".join(server.url(f"/big/{size}/{i}") + "\n" for i in range(count)))
+    prefix = "ingest-cli/killed-upload"
+    store = s3_server.store()
+    uploads = S3Uploads.for_store(store)
+    assert uploads is not None
+    command = [sys.executable, "-m", "aioloader", "ingest", str(urls)]
+    command += [f"s3://{s3_server.bucket}/{prefix}", "--shard-bytes", str(40 * size)]
+    command += ["--max-in-flight", "8", "--quiet"]
+    environment = {**os.environ, "AWS_ENDPOINT": s3_server.endpoint, "AWS_ALLOW_HTTP": "true"}
+    environment.update(AWS_ACCESS_KEY_ID=s3_server.access_key_id, AWS_REGION=s3_server.region,
+                       AWS_SECRET_ACCESS_KEY=s3_server.secret_access_key)  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    pending: list[tuple[str, str]] = []
+    while process.poll() is None and not pending:  # watch the server: no event to wait on
+        pending = list(uploads.pending(prefix + "/"))
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+    assert pending, "the run ended before a multipart upload was seen"
+    assert [key.rsplit("/", 1)[-1] for key, _ in pending] == ["shard-000000.tar"]
+    resumed = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True,
+                             text=True, timeout=300, check=False)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert list(uploads.pending(prefix + "/")) == []
+    manifest = read_manifest(prefix + "/", store)
+    assert (manifest.shards[0].first, manifest.end, manifest.total_samples) == (0, count, count)

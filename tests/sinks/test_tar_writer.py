@@ -320,6 +320,33 @@ async def test_the_writer_commits_to_object_storage(s3_server: S3Info, s3_prefix
     )
 
 
+async def test_two_writers_on_one_object_store_prefix_cannot_both_write(
+    s3_server: S3Info, s3_prefix: str
+) -> None:
+    first = TarShardWriter(s3_prefix, store=s3_server.store(), max_samples=2)
+    await _write(first, range(2))
+    with pytest.raises(WriterConflictError) as refused:
+        TarShardWriter(s3_prefix, store=s3_server.store(), resume=True)
+    lease = json.loads(bytes(obstore.get(s3_server.store(), s3_prefix + LEASE_NAME).bytes()))
+    assert f"names holder {lease['holder']} on host {host_name()} (pid {os.getpid()})" in str(
+        refused.value
+    )
+    # a writer that lost its lease (paused past the expiry) meets another's manifest
+    store = s3_server.store()
+    manifest = bytes(obstore.get(store, s3_prefix + MANIFEST_NAME).bytes())
+    obstore.put(store, s3_prefix + MANIFEST_NAME, manifest + b" ")
+    with pytest.raises(WriterConflictError, match="another writer changed s3://"):
+        await _write(first, range(2, 5))
+    first.abort()
+    assert read_manifest(s3_prefix, store).end == 2  # its shard 1 was never listed
+    with pytest.raises(FileNotFoundError):
+        obstore.head(store, s3_prefix + LEASE_NAME)  # given back
+    resumed = TarShardWriter(s3_prefix, store=store, resume=True, max_samples=2)
+    async with resumed:
+        await _write(resumed, range(2, 5))
+    assert [(r.first, r.end) for r in read_manifest(s3_prefix, store).shards] == [(0, 2), (2, 5)]
+
+
 async def test_large_shards_go_up_in_a_multipart_upload_and_read_back_with_saved_indices(
     s3_server: S3Info, s3_prefix: str, tmp_path: Path
 ) -> None:
