@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from .._errors import ResumeMismatchError
@@ -140,4 +140,3 @@ def check_committed_inputs(
             "ingest the new inputs into the same output"
         )
     return trail, following
-

@@ -262,7 +262,7 @@ async def ingest(
     window = reorder_window if reorder_window is not None else 4 * max_in_flight
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise ValueError(f"reorder_window must be an int >= 1 or None but got {window!r}")
-    if isinstance(inputs, (str, os.PathLike)) and not Path(inputs).is_file():
+    if isinstance(inputs, (str, os.PathLike)) and not await anyio.Path(inputs).is_file():
         raise FileNotFoundError(f"inputs must be a file of URLs but {str(inputs)!r} is not one")
     own_fetcher = fetcher is None
     active = fetcher or HttpFetcher(max_in_flight=max_in_flight, max_per_host=max_per_host)

@@ -29,13 +29,13 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from ._store_errors import VersionConflict, store_error
+from ._store_errors import VersionConflictError, store_error, store_failure
 
 __all__ = (
     "Destination",
     "LocalDestination",
     "StoreDestination",
-    "VersionConflict",
+    "VersionConflictError",
     "host_name",
     "make_destination",
     "process_alive",
@@ -92,7 +92,7 @@ class Destination:
         """Write ``name`` atomically if it is still as expected; its new version.
 
         ``expected`` None: only if ``name`` does not exist; else only if its version is
-        ``expected``. Raises ``VersionConflict`` otherwise.
+        ``expected``. Raises ``VersionConflictError`` otherwise.
         """
         raise NotImplementedError
 
@@ -175,7 +175,7 @@ class LocalDestination(Destination):
             current = self.read_versioned(name)
             found = None if current is None else current[1]
             if found != expected:
-                raise VersionConflict(self.describe(name), expected, found)
+                raise VersionConflictError(self.describe(name), expected, found)
             self._replace(name, data)
         finally:
             os.close(folder)  # releases the lock
@@ -276,8 +276,10 @@ class StoreDestination(Destination):
         bucket = config.get("bucket") or config.get("container_name") if config else None
         if scheme and bucket:
             store_prefix = str(getattr(self.store, "prefix", None) or "").strip("/")
-            return f"{scheme}://{bucket}/" + (f"{store_prefix}/" if store_prefix else "") + (
-                self.key(name)
+            return (
+                f"{scheme}://{bucket}/"
+                + (f"{store_prefix}/" if store_prefix else "")
+                + (self.key(name))
             )
         return f"{self.key(name)!r} in {self.store!r}"
 
@@ -325,7 +327,7 @@ class StoreDestination(Destination):
         try:
             obstore.put(self.store, self.key(name), data, use_multipart=False)
         except Exception as exc:
-            raise store_error(exc, "write", self.describe(name), missing_ok=False) from None
+            raise store_failure(exc, "write", self.describe(name)) from None
 
     def put_conditional(self, name: str, data: bytes, expected: str | None) -> str:
         import obstore
@@ -337,8 +339,8 @@ class StoreDestination(Destination):
             if type(exc).__name__ in ("AlreadyExistsError", "PreconditionError"):
                 current = self.read_versioned(name)
                 found = None if current is None else current[1]
-                raise VersionConflict(self.describe(name), expected, found) from None
-            raise store_error(exc, "write", self.describe(name), missing_ok=False) from None
+                raise VersionConflictError(self.describe(name), expected, found) from None
+            raise store_failure(exc, "write", self.describe(name)) from None
         return str(result.get("e_tag") or "")
 
     def open_spool(self, name: str) -> IO[bytes]:
@@ -359,7 +361,7 @@ class StoreDestination(Destination):
                 max_concurrency=self.upload_concurrency,
             )
         except Exception as exc:
-            raise store_error(exc, "upload", self.describe(name), missing_ok=False) from None
+            raise store_failure(exc, "upload", self.describe(name)) from None
         finally:
             spool.close()
         self.multipart_uploads += multipart

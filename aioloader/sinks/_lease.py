@@ -22,7 +22,7 @@ import uuid
 from typing import Any
 
 from .._errors import WriterConflictError
-from ._destination import Destination, VersionConflict, host_name, process_alive
+from ._destination import Destination, VersionConflictError, host_name, process_alive
 
 __all__ = ("LEASE_NAME", "WriterLease")
 
@@ -98,10 +98,8 @@ class WriterLease:
                     )
                 expected = current[1]
             try:
-                self._version = self.destination.put_conditional(
-                    LEASE_NAME, self._body(), expected
-                )
-            except VersionConflict:
+                self._version = self.destination.put_conditional(LEASE_NAME, self._body(), expected)
+            except VersionConflictError:
                 continue
             self._renewed = time.monotonic()
             _OPEN_HOLDERS.add(self.holder)
@@ -120,7 +118,7 @@ class WriterLease:
             self._version = self.destination.put_conditional(
                 LEASE_NAME, self._body(), self._version
             )
-        except VersionConflict:
+        except VersionConflictError:
             self._version = None
             _OPEN_HOLDERS.discard(self.holder)
             raise WriterConflictError(

@@ -5,9 +5,10 @@ itself, so a writer killed mid-upload leaves parts that stay stored (and billed)
 bucket lifecycle rule removes them. This module makes the two S3 calls that clean them
 up, ``ListMultipartUploads`` and ``AbortMultipartUpload``, as plain HTTPS requests signed
 with AWS Signature Version 4, using the store's own endpoint, region and static
-credentials (``store.config``, or the ``AWS_*`` variables obstore read them from). It was chosen over a journal of upload ids because obstore
-does not expose the id of the uploads it starts, and listing also finds uploads that a
-journal written before the crash would miss.
+credentials (``store.config``, or the ``AWS_*`` variables obstore read them from). It was
+chosen over a journal of upload ids because obstore does not expose the id of the uploads
+it starts, and listing also finds uploads that a journal written before the crash would
+miss.
 
 A store without static credentials in its config (credentials from a provider chain)
 cannot be signed here: ``S3Uploads.for_store`` returns None.
@@ -128,9 +129,7 @@ class S3Uploads:
         base, host, path = self._url(key)
         now = datetime.datetime.now(datetime.timezone.utc)
         stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-        canonical_query = "&".join(
-            f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items())
-        )
+        canonical_query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items()))
         headers = {"host": host, "x-amz-content-sha256": _EMPTY_SHA256, "x-amz-date": stamp}
         if self.session_token:
             headers["x-amz-security-token"] = self.session_token
@@ -160,7 +159,7 @@ class S3Uploads:
         url = base + path + (f"?{canonical_query}" if canonical_query else "")
         request = urllib.request.Request(url, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
                 return bytes(response.read())
         except urllib.error.HTTPError as exc:
             body = exc.read().decode("utf-8", "replace")

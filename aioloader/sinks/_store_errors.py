@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ("VersionConflict", "short_reason", "store_error")
+__all__ = ("VersionConflictError", "short_reason", "store_error", "store_failure")
 
 _CODE = re.compile(r"<Code>([^<]+)</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]+)</Message>")
@@ -12,7 +12,7 @@ _STATUS = re.compile(r"(\d{3} [A-Z][A-Za-z ]+?)(?::|$)", re.MULTILINE)
 _NOT_FOUND_CODES = ("NoSuchKey", "NotFound", "BlobNotFound")
 
 
-class VersionConflict(Exception):
+class VersionConflictError(Exception):
     """A conditional write found another version than the one expected.
 
     Attributes:
@@ -64,3 +64,10 @@ def store_error(
         return None
     kind = FileNotFoundError if missing else OSError
     return kind(f"cannot {action} {where}: {short_reason(error)}")
+
+
+def store_failure(error: BaseException, action: str, where: str) -> OSError:
+    """``store_error`` for an action where a missing object is an error too."""
+    failure = store_error(error, action, where, missing_ok=False)
+    assert failure is not None
+    return failure

@@ -10,9 +10,11 @@ Commit order: the shard (spooled, then renamed or uploaded whole), its index, it
 records, and last the manifest (replaced atomically, and conditionally: only if it is still
 the version this writer last wrote or read). One writer at a time: a writer takes the
 destination's lease (``WriterLease``) when it opens and gives it up when it closes, so a
-second writer on the same destination fails at once, naming the first. A writer killed at any moment leaves
-a manifest that lists only complete shards; what it left half-done is ignored on restart,
-and overwritten (shards are named by their number, which restarts at the manifest's count).
+second writer on the same destination fails at once, naming the first.
+
+A writer killed at any moment leaves a manifest that lists only complete shards; what it
+left half-done is ignored on restart, and overwritten (shards are named by their number,
+which restarts at the manifest's count).
 
 Input positions: ``write`` and ``record_failure`` may carry the input position of what
 they record. Positions must come in order without gaps, starting at ``next_position`` (0,
@@ -36,7 +38,7 @@ import anyio
 
 from .._errors import ResumeMismatchError, WriterConflictError
 from ..sources._tar_index import ShardIndex, TarSampleEntry
-from ._destination import Destination, VersionConflict, make_destination
+from ._destination import Destination, VersionConflictError, make_destination
 from ._lease import LEASE_NAME, WriterLease
 from ._manifest import VERSION, FailureRecord, InputEnd, Manifest, ShardRecord
 from ._tar_format import END_OF_ARCHIVE, check_field, check_key, member_header, padding
@@ -379,7 +381,7 @@ class TarShardWriter:
             self._manifest_version = self.destination.put_conditional(
                 MANIFEST_NAME, manifest.to_json().encode(), self._manifest_version
             )
-        except VersionConflict as exc:
+        except VersionConflictError as exc:
             raise WriterConflictError(
                 f"another writer changed {exc.where} since this writer read it (expected "
                 f"version {exc.expected!r}, found {exc.found!r}); stopping so neither "

@@ -55,9 +55,9 @@ def test_failure_records_round_trip() -> None:
         ("{", "the manifest is not valid JSON"),
         ('{"format": "other"}', "the manifest's format must be 'aioloader-shards'"),
         (
-                '{"format": "aioloader-shards", "version": 9}',
-                r"the manifest's version must be one of \(1, 2\) but got 9",
-            ),
+            '{"format": "aioloader-shards", "version": 9}',
+            r"the manifest's version must be one of \(1, 2\) but got 9",
+        ),
         (
             '{"format": "aioloader-shards", "version": 1, "shards": [{"name": "a"}]}',
             "the manifest has a malformed record",

@@ -21,13 +21,14 @@ from aioloader.sinks import (
     FailureRecord,
     LocalDestination,
     Manifest,
+    ResumeMismatchError,
     StoreDestination,
     TarShardWriter,
+    WriterConflictError,
     open_shards,
     read_failures,
     read_manifest,
 )
-from aioloader.sinks import ResumeMismatchError, WriterConflictError
 from aioloader.sinks._destination import host_name
 from aioloader.sinks._lease import LEASE_NAME
 from tests._support.s3 import S3Info
@@ -221,7 +222,7 @@ async def test_a_manifest_changed_under_a_writer_stops_it_loudly(tmp_path: Path)
     writer = TarShardWriter(tmp_path, max_samples=2)
     await _write(writer, range(2))
     (tmp_path / MANIFEST_NAME).write_text((tmp_path / MANIFEST_NAME).read_text() + " ")
-    with pytest.raises(WriterConflictError, match="another writer changed .*manifest.json"):
+    with pytest.raises(WriterConflictError, match=r"another writer changed .*manifest\.json"):
         await _write(writer, range(2, 5))
     assert [r.end for r in read_manifest(tmp_path).shards] == [2]
     writer.abort()
