@@ -348,6 +348,20 @@ async def test_two_writers_on_one_object_store_prefix_cannot_both_write(
     assert [(r.first, r.end) for r in read_manifest(s3_prefix, store).shards] == [(0, 2), (2, 5)]
 
 
+async def test_a_store_without_conditional_updates_still_resumes(tmp_path: Path) -> None:
+    from obstore.store import LocalStore
+
+    store = LocalStore(tmp_path)  # has If-None-Match but no If-Match
+    async with TarShardWriter("set", store=store, max_samples=2) as writer:
+        await _write(writer, range(3))
+    resumed = TarShardWriter("set", store=store, max_samples=2, resume=True)
+    async with resumed:
+        await _write(resumed, range(3, 6))
+    manifest = read_manifest("set/", store)
+    assert [(r.first, r.end) for r in manifest.shards] == [(0, 2), (2, 3), (3, 6)]
+    assert sorted(os.listdir(tmp_path / "set"))[:2] == ["manifest.json", "shard-000000.tar"]
+
+
 async def test_large_shards_go_up_in_a_multipart_upload_and_read_back_with_saved_indices(
     s3_server: S3Info, s3_prefix: str, tmp_path: Path
 ) -> None:
