@@ -83,6 +83,7 @@ class SoakResult:
     duplicates: int = 0
     gaps: int = 0
     unexpected_outcomes: int = 0
+    rss_curve: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def rss_growth_mib(self) -> float:
@@ -200,6 +201,10 @@ def soak(urls: int, workdir: Path, log: IO[str] = sys.stdout) -> SoakResult:
     window = urls // 10
     early = next(c for c in commits if c.end >= result.last_run_start + window)
     result.rss_early_mib, result.rss_end_mib = early.rss_mib, commits[-1].rss_mib
+    for tenth in range(1, 11):  # the last run's RSS at every tenth of the job
+        at = next((c for c in commits if c.end >= urls * tenth // 10), None)
+        if at is not None and at.end >= result.last_run_start:
+            result.rss_curve.append((at.end, round(at.rss_mib, 1)))
     result.rate_first = _rate(commits, 0, result.last_run_start + window)
     result.rate_last = _rate(commits, urls - window, urls)
     _read_back(out, urls, result)
@@ -231,6 +236,9 @@ def report(result: SoakResult, command: str) -> str:
         f"{ERROR_RATE:.0%} scheduled |",
         f"| outcomes that differ from the fate table | {result.unexpected_outcomes:,} | |",
         f"| wall time, 4 runs | {result.seconds:,.0f} s | |",
+        "| last run's RSS at each tenth (input: MiB) | "
+        + ", ".join(f"{end:,}: {rss:.1f}" for end, rss in result.rss_curve)
+        + " | |",
     ]
     head = [
         f"## Soak: {n:,} URLs, 3 kills and resumes ({time.strftime('%Y-%m-%d')})",
