@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from aioloader.cli._progress import Progress
+from aioloader._progress import Progress
 
 PACKAGES = (
     "aioloader",

@@ -14,6 +14,10 @@ Workloads:
 - W4: resume at step 10^9 of a shuffled epoch over 2^40 items, against torch.
 - W5: JPEG decode + resize + normalise (Pillow), batch 64: plain loop, aioloader threads,
   torch DataLoader, SPDL, Grain (``benchmarks/w5_jpeg.py``).
+- W8 (only when named: ``--workloads W8``; many minutes): three epochs over W6's JPEGs with a
+  cache of 25% and 50% of the dataset: aioloader's memory (and disk) tier against MosaicML
+  Streaming ``cache_limit``, LitData ``max_cache_size`` and WebDataset (no cache); bytes and
+  requests per epoch against the optimum (``benchmarks/w8_cache.py``).
 - W7 (only when named: ``--workloads W7``, several minutes): 10,000 URLs of JPEGs from a
   loopback server with 50 ms latency and 2 % faults, resized and written to WebDataset
   shards by aioloader's ``ingest`` and by img2dataset 1.47.0.
@@ -50,8 +54,8 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
 
 import harness  # noqa: E402
 
-WORKLOADS = ("W1", "W1U", "W1P", "W2", "W3", "W4", "W5", "W6", "W7")
-OPT_IN = ("W6", "W7")  # long, or needing peers installed by hand: run only when named
+WORKLOADS = ("W1", "W1U", "W1P", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
+OPT_IN = ("W6", "W7", "W8")  # long, or needing peers installed by hand: run only when named
 TITLES = {
     "W1": "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
     "GainOffset, shuffled)",
@@ -66,6 +70,8 @@ TITLES = {
     "center crop -> WebDataset shards",
     "W6": "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
     "batch 64; cold epoch",
+    "W8": "three epochs with a cache of 25% and 50% of the dataset: W6's JPEGs in about 32 "
+    "shards from SeaweedFS, +20 ms per request; bytes and requests per epoch",
 }
 NOTES = {
     "W1": [
@@ -129,6 +135,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round (smoke)")
     parser.add_argument("--rounds", type=int, help="kept rounds (default 7, quick 1)")
+    parser.add_argument("--w8-images", type=int, help="W8's dataset size (default 4,096)")
     parser.add_argument(
         "--output", type=Path, default=HERE / "results", help="directory for the results"
     )
@@ -148,11 +155,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.rounds = 1 if args.quick else 7
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1 but got {args.rounds}")
+    if args.w8_images is not None and (args.w8_images < 64 or args.w8_images % 64):
+        parser.error(f"--w8-images must be a multiple of 64 (the batch) but got {args.w8_images}")
     return args
 
 
 def build_cases(
-    workloads: list[str], quick: bool, log: Any, stack: contextlib.ExitStack
+    workloads: list[str],
+    quick: bool,
+    log: Any,
+    stack: contextlib.ExitStack,
+    w8_images: int | None = None,
 ) -> tuple[list[harness.Case], dict[str, list[str]]]:
     notes = {k: list(v) for k, v in NOTES.items()}
     cases: list[harness.Case] = []
@@ -261,6 +274,22 @@ def build_cases(
             notes["W7"].append(f"Settings: {cfg7}.")
         else:
             notes["W7"] = ["Left out: img2dataset, webdataset, aiohttp or Pillow is missing."]
+    if "W8" in workloads:
+        import w8_cache
+
+        cfg8 = (
+            w8_cache.W8Config(images=512, shards=16, peers=False)
+            if quick
+            else w8_cache.W8Config(images=w8_images or 4096)
+        )
+        log("W8: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
+        if w8_cache.available(log):
+            cases += w8_cache.cases(cfg8, log, stack)
+            notes["W8"] = [*w8_cache.NOTES, f"Settings: {cfg8}."]
+        else:
+            notes["W8"] = [
+                "Left out: SeaweedFS (`weed`), Pillow, obstore or webdataset is missing."
+            ]
     if "W6" in workloads:
         import w6_object_storage
 
@@ -404,6 +433,10 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
         import w6_object_storage
 
         out += w6_object_storage.targets(cases)
+    if any(c.workload == "W8" for c in cases):
+        import w8_cache
+
+        out += w8_cache.targets(cases)
     return out
 
 
@@ -484,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts = harness.machine_facts()
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:  # W2's server and relay live for the whole run
-        cases, notes = build_cases(args.workloads, args.quick, log, stack)
+        cases, notes = build_cases(args.workloads, args.quick, log, stack, args.w8_images)
         log(f"{len(cases)} cases; {args.rounds} rounds after a warm-up round, interleaved")
         harness.run_interleaved(cases, args.rounds, log)
     seconds = time.perf_counter() - started

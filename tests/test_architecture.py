@@ -1,4 +1,4 @@
-"""The house rules of DESIGN.md: import direction, lint and types."""
+"""The house rules of docs/architecture.md: layers, no import cycles, lint and types."""
 
 from __future__ import annotations
 
@@ -16,29 +16,39 @@ LINTED = [
     name for name in ("aioloader", "tests", "benchmarks", "examples") if (ROOT / name).is_dir()
 ]
 
+# The layers of the package, lowest first (docs/architecture.md draws them). A unit (a
+# sub-package or a top-level module) may import its own modules and the units of lower
+# layers, never a unit of its own layer or of a higher one.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_compat", "_errors", "_argtypes", "_progress", "_threadsafe"),  # helpers of no domain
+    ("core",),  # pure: rng, samplers, plans, collation, pool
+    ("_protocols", "testing"),
+    ("engine", "sources", "datasets"),
+    ("sinks", "interop"),
+    ("ingest",),
+    ("cli",),
+    ("__init__", "__main__"),  # the public facade and ``python -m aioloader``
+)
+
+# Third-party packages a layer must not import (core stays pure; engine stays portable).
 FORBIDDEN = {
-    "core": {
-        "aioloader.engine",
-        "aioloader.sources",
-        "aioloader.interop",
-        "anyio",
-        "aiofiles",
-        "obstore",
-        "torch",
-        "trio",
-        "sniffio",
-        "jax",
-    },
-    "engine": {"aioloader.sources", "aioloader.interop", "torch", "obstore", "aiofiles"},
-    "sources": {"aioloader.engine", "aioloader.interop"},
-    "sinks": {"aioloader.engine", "aioloader.interop"},
-    "ingest": {"aioloader.engine", "aioloader.interop"},
+    "core": {"anyio", "aiofiles", "obstore", "torch", "trio", "sniffio", "jax"},
+    "engine": {"torch", "obstore", "aiofiles"},
 }
 
 
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
 def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, wherever the import stands (``TYPE_CHECKING`` too).
+
+    ``from package import name`` counts as importing ``package.name`` where that is a module
+    (the package's own ``__init__`` otherwise).
+    """
     tree = ast.parse(path.read_text(), filename=str(path))
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    package = _module_name(path).rpartition(".")[0]
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -49,8 +59,55 @@ def _imports(path: Path) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            names.add(module)
+            for alias in node.names:
+                child = ROOT.joinpath(*module.split("."), alias.name)
+                if child.with_suffix(".py").is_file() or (child / "__init__.py").is_file():
+                    names.add(f"{module}.{alias.name}")
+                else:
+                    names.add(module)
     return names
+
+
+def _unit(module: str) -> str:
+    """``aioloader.engine._work`` -> ``engine``; ``aioloader`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _layer_of(unit: str) -> int:
+    for rank, units in enumerate(LAYERS):
+        if unit in units:
+            return rank
+    raise AssertionError(f"aioloader.{unit} has no place in LAYERS; add it there")
+
+
+def _package_modules() -> dict[str, Path]:
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module_name(path)
+        modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {_unit(name) for name in _package_modules()}
+    placed = {unit for layer in LAYERS for unit in layer}
+    assert units - placed == set()
+    assert placed - units == set()
+
+
+def test_imports_only_go_down_the_layers() -> None:
+    offending = []
+    for name, path in _package_modules().items():
+        unit = _unit(name)
+        rank = _layer_of(unit)
+        for imported in _imports(path):
+            if imported != "aioloader" and not imported.startswith("aioloader."):
+                continue
+            target = _unit(imported)
+            if target != unit and _layer_of(target) >= rank:
+                offending.append(f"{path.relative_to(ROOT)} imports {imported}")
+    assert offending == []
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
@@ -62,6 +119,63 @@ def test_import_direction(layer: str) -> None:
                 if name == banned or name.startswith(banned + "."):
                     offending.append(f"{path.relative_to(ROOT)} imports {name}")
     assert offending == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for edge in edges:
+                if edge not in index:
+                    index[edge] = low[edge] = len(index)
+                    stack.append(edge)
+                    on_stack.add(edge)
+                    work.append((edge, iter(sorted(graph[edge]))))
+                    break
+                if edge in on_stack:
+                    low[node] = min(low[node], index[edge])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_not_even_type_only() -> None:
+    modules = _package_modules()
+    graph = {
+        name: {imported for imported in _imports(path) if imported in modules} - {name}
+        for name, path in modules.items()
+    }
+    assert _cycles(graph) == []
 
 
 def _tool(name: str) -> str:

@@ -2,47 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 from typing import Any
+
+from .._argtypes import non_negative as non_negative
+from .._argtypes import positive as positive
+from .._argtypes import positive_float as positive_float
 
 
 class CommandError(Exception):
     """A subcommand cannot go on; ``main`` prints ``error: <message>`` and exits with 2."""
-
-
-def non_negative(text: str) -> int:
-    """An integer >= 0.
-
-    >>> non_negative("3")
-    3
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer but got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 but got {value}")
-    return value
-
-
-def positive(text: str) -> int:
-    """An integer >= 1."""
-    value = non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 but got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0 (milliseconds, for example)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number but got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0 but got {text}")
-    return value
 
 
 BACKENDS = ("asyncio", "uvloop", "trio")
@@ -65,10 +34,3 @@ def backend_arguments(backend: str) -> tuple[str, dict[str, Any]]:
     if backend == "uvloop":
         return "asyncio", {"use_uvloop": True}
     return backend, {}
-
-
-def release(batch: Any) -> None:
-    """Return a pooled batch's buffers (batches without ``release`` are left alone)."""
-    method = getattr(batch, "release", None)
-    if callable(method):
-        method()

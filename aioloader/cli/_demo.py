@@ -10,11 +10,11 @@ from typing import Any
 
 import anyio
 
+from .._progress import Progress
 from ..core._digest import digest_batch
 from ..core._samplers import ShuffledSampler
 from ..engine._loader import DataLoader
 from ._arguments import BACKENDS, backend_arguments, default_backend, non_negative, positive
-from ._progress import Progress
 
 WORKERS = 0
 PREFETCH = 8

@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 
 from ..core._digest import digest_batch
-from ._arguments import CommandError, non_negative, positive, release
+from ..core._pool import release_batch
+from ._arguments import CommandError, non_negative, positive
 from ._config import CONFIG_HELP, load_factory
 
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> list[str]:
         async with loader.stream(args.start, args.stop) as batches:
             async for batch in batches:
                 combined.update(digest_batch(batch).encode())
-                release(batch)
+                release_batch(batch)
         return combined.hexdigest()
 
     return [f"{anyio.run(fingerprint)}  steps {args.start}..{args.stop - 1}"]

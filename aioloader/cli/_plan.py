@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._progress import Progress
 from ._arguments import CommandError, positive
-from ._progress import Progress
 
 
 def add_parser(commands: Any) -> None:

@@ -7,7 +7,8 @@ import os
 import time
 from typing import Any
 
-from ._arguments import positive, positive_float, release
+from ..core._pool import release_batch
+from ._arguments import positive, positive_float
 from ._config import CONFIG_HELP, load_factory
 from ._tuning import epoch_time, recommend_workers
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.load_ms is None:
         started = time.perf_counter()
         for batch in loader.iter_sync(0, args.batches):
-            release(batch)
+            release_batch(batch)
         load = (time.perf_counter() - started) / args.batches
         lines.append(
             f"measured load time per batch: {load * 1e3:.2f} ms over {args.batches} batches"

@@ -16,18 +16,16 @@ range read serves many samples per request.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
 
-from ._check import batch_size_arg, int_in_range, positive_int, sequence_1d, u64
+from ._check import int_in_range, positive_int, sequence_1d, u64
 from ._permutation import keyed_permutation_array
 from ._rng import _derive_unchecked
-from ._samplers import INDEX_LIMIT, IndexArray, _check_position
+from ._samplers import INDEX_LIMIT, IndexArray, RecentEpochs, _check_position, _PositionalSampler
 from ._streams import RngStream
 
 
@@ -41,7 +39,7 @@ class _EpochLayout:
     block_keys: tuple[int, ...]
 
 
-class BlockShuffledSampler:
+class BlockShuffledSampler(_PositionalSampler):
     """Shuffles shard order per epoch, then items within blocks of ``window`` shards.
 
     Shuffle quality: a global shuffle (``ShuffledSampler``) draws a batch from the whole
@@ -70,19 +68,7 @@ class BlockShuffledSampler:
         drop_last: Drop the short last batch of each epoch.
     """
 
-    _CACHE_SIZE = 2
-
-    __slots__ = (
-        "_batch_size",
-        "_cache",
-        "_drop_last",
-        "_lock",
-        "_n",
-        "_shard_sizes",
-        "_shard_starts",
-        "_steps",
-        "_window",
-    )
+    __slots__ = ("_epochs", "_shard_sizes", "_shard_starts", "_window")
 
     def __init__(
         self,
@@ -105,19 +91,12 @@ class BlockShuffledSampler:
             )
         if total >= INDEX_LIMIT:
             raise ValueError(f"sum(shard_sizes) must be < 2^63 but got {total}")
-        self._n = total
-        self._batch_size = batch_size_arg(batch_size)
+        super().__init__(total, batch_size, drop_last)
         self._window = positive_int("window", window)
-        if not isinstance(drop_last, bool):
-            raise TypeError(f"drop_last must be a bool but got {type(drop_last).__name__}")
-        self._drop_last = drop_last
-        full, rest = divmod(total, self._batch_size)
-        self._steps = full if drop_last or rest == 0 else full + 1
         self._shard_starts = np.concatenate(
             ([0], np.cumsum(self._shard_sizes, dtype=np.int64)[:-1])
         ).astype(np.int64)
-        self._cache: OrderedDict[tuple[int, int], _EpochLayout] = OrderedDict()
-        self._lock = threading.Lock()
+        self._epochs = RecentEpochs(self._build_layout)
 
     @property
     def shard_sizes(self) -> tuple[int, ...]:
@@ -125,29 +104,9 @@ class BlockShuffledSampler:
         return self._shard_sizes
 
     @property
-    def n(self) -> int:
-        """Number of items: ``sum(shard_sizes)``."""
-        return self._n
-
-    @property
-    def batch_size(self) -> int:
-        """Items per full batch."""
-        return self._batch_size
-
-    @property
     def window(self) -> int:
         """Shards per block."""
         return self._window
-
-    @property
-    def drop_last(self) -> bool:
-        """Whether the short last batch is dropped."""
-        return self._drop_last
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """``n // batch_size`` with drop_last, else ``ceil(n / batch_size)``."""
-        return self._steps
 
     @property
     def batch_sizes(self) -> frozenset[int]:
@@ -169,13 +128,7 @@ class BlockShuffledSampler:
         positions = np.arange(shards, dtype=np.uint64)
         return keyed_permutation_array(positions, shards, key).astype(np.int64)
 
-    def _layout(self, seed: int, epoch: int) -> _EpochLayout:
-        cache_key = (seed, epoch)
-        with self._lock:
-            cached = self._cache.get(cache_key)
-            if cached is not None:
-                self._cache.move_to_end(cache_key)
-                return cached
+    def _build_layout(self, seed: int, epoch: int) -> _EpochLayout:
         order = self._shard_order(seed, epoch)
         sizes = np.array(self._shard_sizes, dtype=np.int64)[order]
         layout_starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
@@ -184,20 +137,13 @@ class BlockShuffledSampler:
         keys = tuple(
             _derive_unchecked(seed, epoch, b, 0, RngStream.BLOCK_ITEM_ORDER) for b in range(blocks)
         )
-        layout = _EpochLayout(self._shard_starts[order], layout_starts, block_starts, keys)
-        with self._lock:
-            self._cache[cache_key] = layout
-            self._cache.move_to_end(cache_key)
-            while len(self._cache) > self._CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return layout
+        return _EpochLayout(self._shard_starts[order], layout_starts, block_starts, keys)
 
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)``: O(batch_size) after the epoch's O(shards) layout."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        layout = self._layout(seed_value, epoch_value)
-        start = step_value * self._batch_size
-        positions = np.arange(start, min(start + self._batch_size, self._n), dtype=np.int64)
+        layout = self._epochs.get(seed_value, epoch_value)
+        positions = self._positions(step_value)
         block_of = np.searchsorted(layout.block_starts, positions, side="right") - 1
         shuffled = np.empty_like(positions)
         for block in np.unique(block_of).tolist():

@@ -50,6 +50,22 @@ def positive_int(name: str, value: Any, high: int = 1 << 63) -> int:
     return int_in_range(name, value, 1, high)
 
 
+def positive(name: str, value: Any) -> int:
+    """Return ``value`` as an int >= 1 (no upper bound)."""
+    number = as_int(name, value)
+    if number < 1:
+        raise ValueError(f"{name} must be >= 1 but got {number}")
+    return number
+
+
+def positive_up_to(name: str, value: Any, limit: int) -> int:
+    """Return ``value`` as an int in ``[1, limit]`` (the limit included)."""
+    number = as_int(name, value)
+    if not 1 <= number <= limit:
+        raise ValueError(f"{name} must be an integer in [1, {limit}] but got {number}")
+    return number
+
+
 def finite_non_negative(name: str, value: Any) -> float:
     """Return ``value`` as a float that is finite and >= 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):

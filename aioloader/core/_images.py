@@ -35,7 +35,7 @@ from ._image_ops import GainOffset as GainOffset
 from ._image_ops import gray8_to_planar as gray8_to_planar
 from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._plan import BatchPlan
-from ._pool import BatchField, BatchState, BufferPool, StepBatch
+from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._rng import BatchRng, SampleRng
 
 _NO_KEYS = np.empty(0, np.uint64)
@@ -57,22 +57,8 @@ class ImageSample:
     label: int = 0
 
 
-class _ImageState(BatchState):
-    __slots__ = (
-        "epoch",
-        "global_step",
-        "images",
-        "indices",
-        "labels",
-        "step",
-        "target_lengths",
-        "targets",
-        "widths",
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.clear()
+class _ImageState(StepState):
+    __slots__ = ("images", "indices", "labels", "target_lengths", "targets", "widths")
 
     def clear(self) -> None:
         super().clear()
@@ -82,9 +68,6 @@ class _ImageState(BatchState):
         self.target_lengths: npt.NDArray[Any] = _EMPTY
         self.labels: npt.NDArray[Any] = _EMPTY
         self.indices: npt.NDArray[Any] = _EMPTY
-        self.global_step = 0
-        self.epoch = 0
-        self.step = 0
 
 
 class ImageBatch(StepBatch[_ImageState]):
@@ -124,7 +107,7 @@ class ImageBatch(StepBatch[_ImageState]):
     indices = BatchField[I32Array]("int32 [B]: dataset indices.")
 
     def __len__(self) -> int:
-        return int(self._live().images.shape[0])
+        return int(self.live_state().images.shape[0])
 
     DIGEST_FIELDS = (
         "images",
@@ -210,39 +193,41 @@ class ImageBatchCollator:
             if gathered is not None:
                 return self._collate_compiled(kernels, gathered, plan)
         images, widths, labels, targets = _gather(samples, indices)
-        c, h = images[0].shape[0], images[0].shape[1]
-        lengths = list(map(len, targets))
-        total = sum(lengths)
-        multiple = self._width_multiple
-        wp = -(-max(widths) // multiple) * multiple
-        pool = self._pool
-        out = pool.acquire((n, c, h, wp), F32)
-        ints = pool.acquire((4 * n + total,), I32)
-        try:
-            ints[:n] = widths
-            ints[n : 2 * n] = lengths
-            ints[2 * n : 3 * n] = labels
-            ints[3 * n : 4 * n] = indices
-            if total:
-                np.concatenate(targets, out=ints[4 * n :], casting="unsafe")
-            self._fill(out, images, widths, ints[:n], plan)
-        except BaseException:
-            pool.release(out)
-            pool.release(ints)
-            raise
-        return _image_batch(self._pool, out, ints, n, plan)
+
+        def fill(out: F32Array, out_widths: I32Array) -> None:
+            self._fill(out, images, widths, out_widths, plan)
+
+        return self._collate_into(images[0].shape, max(widths), widths, labels, targets, plan, fill)
 
     def _collate_compiled(
         self, kernels: ModuleType, gathered: _Gathered, plan: BatchPlan
     ) -> ImageBatch:
         """The compiled path: pixels, pad and ``GainOffset`` in one GIL-free kernel call."""
         images, ids, widths, labels, targets = gathered
-        n = ids.shape[0]
-        c, h = images[0].shape[0], images[0].shape[1]
+
+        def fill(out: F32Array, out_widths: I32Array) -> None:
+            self._fill_compiled(kernels, out, images, ids, widths, out_widths, plan)
+
+        widest = int(widths.max())
+        return self._collate_into(images[0].shape, widest, widths, labels, targets, plan, fill)
+
+    def _collate_into(
+        self,
+        shape: tuple[int, ...],
+        widest: int,
+        widths: Any,
+        labels: Any,
+        targets: Sequence[Any],
+        plan: BatchPlan,
+        fill: Callable[[F32Array, I32Array], None],
+    ) -> ImageBatch:
+        """Both paths: pooled arrays for the batch, its int32 fields, then ``fill`` the pixels."""
+        n = len(targets)
+        c, h = shape[0], shape[1]
         lengths = list(map(len, targets))
         total = sum(lengths)
         multiple = self._width_multiple
-        wp = -(-int(widths.max()) // multiple) * multiple
+        wp = -(-widest // multiple) * multiple
         pool = self._pool
         out = pool.acquire((n, c, h, wp), F32)
         ints = pool.acquire((4 * n + total,), I32)
@@ -253,12 +238,12 @@ class ImageBatchCollator:
             ints[3 * n : 4 * n] = plan.indices
             if total:
                 np.concatenate(targets, out=ints[4 * n :], casting="unsafe")
-            self._fill_compiled(kernels, out, images, ids, widths, ints[:n], plan)
+            fill(out, ints[:n])
         except BaseException:
             pool.release(out)
             pool.release(ints)
             raise
-        return _image_batch(self._pool, out, ints, n, plan)
+        return _image_batch(pool, out, ints, n, plan)
 
     def _fill_compiled(
         self,
@@ -348,7 +333,7 @@ def _image_batch(
     state.images, state.widths = out, ints[:n]
     state.target_lengths, state.labels = ints[n : 2 * n], ints[2 * n : 3 * n]
     state.indices, state.targets = ints[3 * n : 4 * n], ints[4 * n :]
-    state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+    state.stamp(plan)
     batch = ImageBatch.__new__(ImageBatch)
     StepBatch.__init__(batch, state)
     return batch

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from ._check import lengths_1d, positive_int
 from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
-from ._pool import BatchField, BatchState, BufferPool, StepBatch
+from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._rng import _derive_unchecked
 from ._samplers import IndexArray, _check_position
 from ._sequences import _EMPTY, Int64Array, _as_arrays, byte_layout, compiled_for, ids_of
@@ -155,22 +155,8 @@ class PackedSampler:
         )
 
 
-class _PackedState(BatchState):
-    __slots__ = (
-        "causal_mask",
-        "cu_seqlens",
-        "epoch",
-        "global_step",
-        "indices",
-        "position_ids",
-        "segment_ids",
-        "step",
-        "tokens",
-    )
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.clear()
+class _PackedState(StepState):
+    __slots__ = ("causal_mask", "cu_seqlens", "indices", "position_ids", "segment_ids", "tokens")
 
     def clear(self) -> None:
         super().clear()
@@ -180,7 +166,6 @@ class _PackedState(BatchState):
         self.cu_seqlens: npt.NDArray[Any] = _EMPTY
         self.indices: npt.NDArray[Any] = _EMPTY
         self.causal_mask: npt.NDArray[Any] | None = None
-        self.global_step = self.epoch = self.step = 0
 
 
 class PackedBatch(StepBatch[_PackedState]):
@@ -282,14 +267,14 @@ class PackCollator:
             for buffer in buffers:
                 pool.release(buffer)
             raise
-        starts = layout._row_of_piece() * ctx + layout.offsets
+        starts = layout.row_of_piece() * ctx + layout.offsets
         edges = np.concatenate((starts, starts + layout.lengths, np.arange(rows + 1) * ctx))
         state = pool.reuse(_PackedState) or _PackedState()
         state.pool, state.buffers = pool, tuple(buffers)
         state.tokens, state.position_ids, state.segment_ids = tokens, positions, segments
         state.cu_seqlens = np.unique(edges).astype(np.int32)
         state.indices, state.causal_mask = plan.indices, mask
-        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+        state.stamp(plan)
         return PackedBatch(state)
 
     def _fill_compiled(
@@ -332,14 +317,14 @@ class PackCollator:
     ) -> None:
         """The numpy reference of ``_fill_compiled``."""
         tokens[...] = self._value
-        row_of = layout._row_of_piece().tolist()
+        row_of = layout.row_of_piece().tolist()
         for r, k, s, n, o in zip(
             row_of,
             *(a.tolist() for a in (source, layout.starts, layout.lengths, layout.offsets)),
             strict=True,
         ):
             tokens[r, o : o + n] = arrays[k][s : s + n]
-        flat, piece, within = layout._position_index()
+        flat, piece, within = layout.position_index()
         positions.fill(0)
         positions.reshape(-1)[flat] = within
         segments.fill(-1)

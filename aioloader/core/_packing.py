@@ -130,27 +130,28 @@ class Packing:
             np.concatenate(([0], ends[a:b])).astype(np.int32) for a, b in itertools.pairwise(ptr)
         ]
 
-    def _row_of_piece(self) -> Int64Array:
+    def row_of_piece(self) -> Int64Array:
+        """int64: the row each piece sits in."""
         return np.repeat(np.arange(self.num_rows), np.diff(self.row_ptr))
 
-    def _position_index(self) -> tuple[Int64Array, Int64Array, Int64Array]:
+    def position_index(self) -> tuple[Int64Array, Int64Array, Int64Array]:
         """(flat position, piece, position in piece) of every real token."""
         piece = np.repeat(np.arange(self.lengths.shape[0]), self.lengths)
         first = np.cumsum(self.lengths) - self.lengths
         within = np.arange(piece.shape[0]) - first[piece]
-        flat = self._row_of_piece()[piece] * self.context_length + self.offsets[piece] + within
+        flat = self.row_of_piece()[piece] * self.context_length + self.offsets[piece] + within
         return flat, piece, within
 
     def position_ids(self) -> Int64Array:
         """int64 ``[rows, context]``: 0, 1, ... restarting in every piece; 0 on padding."""
-        flat, _, within = self._position_index()
+        flat, _, within = self.position_index()
         out = np.zeros(self.num_rows * self.context_length, np.int64)
         out[flat] = within
         return out.reshape(self.num_rows, self.context_length)
 
     def segment_ids(self) -> npt.NDArray[np.int32]:
         """int32 ``[rows, context]``: the piece number of every token; -1 on padding."""
-        flat, piece, _ = self._position_index()
+        flat, piece, _ = self.position_index()
         out = np.full(self.num_rows * self.context_length, -1, np.int32)
         out[flat] = piece
         return out.reshape(self.num_rows, self.context_length)
@@ -168,7 +169,7 @@ class Packing:
         arrays = _as_arrays("seqs", seqs)
         out = np.empty((self.num_rows, self.context_length, *arrays[0].shape[1:]), arrays[0].dtype)
         out[...] = padding_value
-        rows = self._row_of_piece().tolist()
+        rows = self.row_of_piece().tolist()
         for r, d, s, n, o in zip(
             rows,
             *(a.tolist() for a in (self.documents, self.starts, self.lengths, self.offsets)),

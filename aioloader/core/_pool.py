@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -232,18 +231,21 @@ class BufferPool:
 
 
 class BatchState:
-    """The recyclable inside of a pooled batch: its pool and the buffers to give back."""
+    """The recyclable inside of a pooled batch: its pool and the buffers to give back.
+
+    A subclass adds its fields in ``clear()`` (calling ``super().clear()``): a new state
+    starts cleared, and a recycled one is cleared the same way.
+    """
 
     __slots__ = ("buffers", "pool")
 
     def __init__(self) -> None:
-        self.pool: BufferPool | None = None
-        self.buffers: tuple[npt.NDArray[Any], ...] = ()
+        self.clear()
 
     def clear(self) -> None:
         """Forget every reference (called before the object is recycled)."""
-        self.pool = None
-        self.buffers = ()
+        self.pool: BufferPool | None = None
+        self.buffers: tuple[npt.NDArray[Any], ...] = ()
 
 
 StateT = TypeVar("StateT", bound=BatchState)
@@ -261,7 +263,8 @@ class PooledBatch(Generic[StateT]):
     def __init__(self, state: StateT) -> None:
         self._state: StateT | None = state
 
-    def _live(self) -> StateT:
+    def live_state(self) -> StateT:
+        """The state behind the fields; ``BufferReleasedError`` once released."""
         state = self._state
         if state is None:
             raise BufferReleasedError(
@@ -290,15 +293,10 @@ class PooledBatch(Generic[StateT]):
             pool.recycle(state)
 
     def __enter__(self: _B) -> _B:
-        self._live()
+        self.live_state()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 
@@ -321,10 +319,28 @@ class BatchField(Generic[_V]):
     def __get__(self, obj: PooledBatch[Any] | None, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        return getattr(obj._live(), self._name)
+        return getattr(obj.live_state(), self._name)
 
 
-class StepBatch(PooledBatch[StateT]):
+class StepState(BatchState):
+    """The state of a batch that knows its step: ``global_step``, ``epoch`` and ``step``."""
+
+    __slots__ = ("epoch", "global_step", "step")
+
+    def clear(self) -> None:
+        """Forget every reference and the step."""
+        super().clear()
+        self.global_step = self.epoch = self.step = 0
+
+    def stamp(self, plan: Any) -> None:
+        """Record the position of ``plan`` (a ``BatchPlan``)."""
+        self.global_step, self.epoch, self.step = plan.global_step, plan.epoch, plan.step
+
+
+StepStateT = TypeVar("StepStateT", bound=StepState)
+
+
+class StepBatch(PooledBatch[StepStateT]):
     """A pooled batch that knows where it sits in the stream (every collator's batches).
 
     ``global_step``, ``epoch`` and ``step`` hold no pooled memory and stay readable after
@@ -338,7 +354,7 @@ class StepBatch(PooledBatch[StateT]):
 
     STEP_FIELDS: tuple[str, ...] = ("global_step", "epoch", "step")
 
-    def __init__(self, state: StateT) -> None:
+    def __init__(self, state: StepStateT) -> None:
         super().__init__(state)
         self._position: tuple[int, int, int] | None = None
 
@@ -348,7 +364,7 @@ class StepBatch(PooledBatch[StateT]):
             return int(getattr(state, self.STEP_FIELDS[index]))
         position = self._position
         if position is None:
-            self._live()  # raises: released before its position was recorded
+            self.live_state()  # raises: released before its position was recorded
         assert position is not None
         return int(position[index])
 
@@ -371,7 +387,7 @@ class StepBatch(PooledBatch[StateT]):
         """Return the buffers to the pool (the step fields stay readable); idempotent."""
         state = self._state
         if state is not None and self._position is None:
-            self._position = (state.global_step, state.epoch, state.step)  # type: ignore[attr-defined]
+            self._position = (state.global_step, state.epoch, state.step)
         super().release()
 
     @classmethod
@@ -386,13 +402,23 @@ class StepBatch(PooledBatch[StateT]):
 
     def __digest_fields__(self) -> list[tuple[str, Any]]:
         """``(name, value)`` of every field in ``DIGEST_FIELDS``, for ``digest_batch``."""
-        state = self._live()
+        state = self.live_state()
         return [(name, getattr(state, name)) for name in self.DIGEST_FIELDS]
 
     def __batch_fields__(self) -> list[tuple[str, Any]]:
         """``(name, value)`` of every field, for the interop modules (nothing dropped)."""
-        state = self._live()
+        state = self.live_state()
         return [(name, getattr(state, name)) for name in self.field_names()]
+
+
+def release_batch(batch: Any) -> None:
+    """Return a batch's pooled buffers if it has any (``batch.release()``); else nothing.
+
+    >>> release_batch([1, 2])  # not pooled: left alone
+    """
+    release = getattr(batch, "release", None)
+    if callable(release):
+        release()
 
 
 __all__ = (
@@ -402,5 +428,7 @@ __all__ = (
     "PoolStatistics",
     "PooledBatch",
     "StepBatch",
+    "StepState",
+    "release_batch",
     "size_class",
 )

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any, Protocol, cast, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,8 @@ from ._streams import RngStream
 
 IndexArray = npt.NDArray[np.int64]
 INDEX_LIMIT = 1 << 63
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -69,8 +71,25 @@ def _check_position(seed: Any, epoch: Any, step: Any, steps_per_epoch: int) -> t
     return seed_value, epoch_value, step_value
 
 
+def check_sampler(sampler: Any, *, needs_a_step: bool = True) -> Sampler:
+    """``sampler`` if it has ``steps_per_epoch`` and ``indices(seed, epoch, step)``.
+
+    With ``needs_a_step`` (the default) also ``steps_per_epoch >= 1``; a clear error otherwise.
+    """
+    if not callable(getattr(sampler, "indices", None)) or not hasattr(sampler, "steps_per_epoch"):
+        raise TypeError(
+            "sampler must have steps_per_epoch and indices(seed, epoch, step) "
+            f"but got {type(sampler).__name__}"
+        )
+    if needs_a_step and sampler.steps_per_epoch < 1:
+        raise ValueError(
+            f"sampler has steps_per_epoch = {sampler.steps_per_epoch}: fewer items than one batch"
+        )
+    return cast(Sampler, sampler)
+
+
 class _PositionalSampler:
-    """Shared shape of Sequential and Shuffled: epoch positions cut into batches."""
+    """Shared shape of Sequential, Shuffled and BlockShuffled: epoch positions cut into batches."""
 
     __slots__ = ("_batch_size", "_drop_last", "_n", "_steps")
 
@@ -304,6 +323,38 @@ def _mul_high_low(
     return high, low
 
 
+class RecentEpochs(Generic[T]):
+    """What a sampler precomputes per ``(seed, epoch)``, kept for the ``limit`` latest.
+
+    Thread-safe; two threads asking for a new epoch at once may both build it (the values
+    are equal, one is kept).
+    """
+
+    __slots__ = ("_build", "_entries", "_limit", "_lock")
+
+    def __init__(self, build: Callable[[int, int], T], limit: int = 2) -> None:
+        self._build = build
+        self._limit = limit
+        self._entries: OrderedDict[tuple[int, int], T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, seed: int, epoch: int) -> T:
+        """The value of ``(seed, epoch)``, built on first use."""
+        key = (seed, epoch)
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is not None:
+                self._entries.move_to_end(key)
+                return cached
+        value = self._build(seed, epoch)
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._limit:
+                self._entries.popitem(last=False)
+        return value
+
+
 class BucketedSampler:
     """Batches of similar length in a random order (docs/samplers.md; always drop-last).
 
@@ -313,9 +364,7 @@ class BucketedSampler:
     costs O(n log n); the plans of the two most recent epochs (per seed) are cached.
     """
 
-    _CACHE_SIZE = 2
-
-    __slots__ = ("_batch_size", "_cache", "_lengths", "_lock", "_pool_batches", "_steps")
+    __slots__ = ("_batch_size", "_epochs", "_lengths", "_pool_batches", "_steps")
 
     def __init__(self, lengths: Any, batch_size: int, pool_batches: int) -> None:
         self._lengths = _check_lengths(lengths)
@@ -323,8 +372,7 @@ class BucketedSampler:
         self._batch_size = batch_size_arg(batch_size)
         self._pool_batches = positive_int("pool_batches", pool_batches, INDEX_LIMIT)
         self._steps = n // self._batch_size
-        self._cache: OrderedDict[tuple[int, int], npt.NDArray[np.uint32]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._epochs = RecentEpochs(self._build_plan)
 
     @property
     def lengths(self) -> npt.NDArray[np.uint32]:
@@ -354,20 +402,7 @@ class BucketedSampler:
 
     def epoch_plan(self, seed: int, epoch: int) -> npt.NDArray[np.uint32]:
         """The whole epoch as a read-only ``[steps_per_epoch, batch_size]`` array of indices."""
-        seed_value, epoch_value = u64("seed", seed), u64("epoch", epoch)
-        cache_key = (seed_value, epoch_value)
-        with self._lock:
-            cached = self._cache.get(cache_key)
-            if cached is not None:
-                self._cache.move_to_end(cache_key)
-                return cached
-        plan = self._build_plan(seed_value, epoch_value)
-        with self._lock:
-            self._cache[cache_key] = plan
-            self._cache.move_to_end(cache_key)
-            while len(self._cache) > self._CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return plan
+        return self._epochs.get(u64("seed", seed), u64("epoch", epoch))
 
     def _build_plan(self, seed: int, epoch: int) -> npt.NDArray[np.uint32]:
         n, batch, steps = int(self._lengths.shape[0]), self._batch_size, self._steps
@@ -417,4 +452,11 @@ def _check_lengths(lengths: Any) -> npt.NDArray[np.uint32]:
     return result
 
 
-__all__ = ("BucketedSampler", "MixingSampler", "Sampler", "SequentialSampler", "ShuffledSampler")
+__all__ = (
+    "BucketedSampler",
+    "MixingSampler",
+    "Sampler",
+    "SequentialSampler",
+    "ShuffledSampler",
+    "check_sampler",
+)

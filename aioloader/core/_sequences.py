@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._backend import compiled
-from ._pool import BatchField, BatchState, BufferPool, StepBatch
+from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._samplers import IndexArray
 
 Int64Array = npt.NDArray[np.int64]
@@ -117,12 +117,8 @@ def pad_sequences(
     return out
 
 
-class _PaddedState(BatchState):
-    __slots__ = ("attention_mask", "epoch", "global_step", "indices", "lengths", "step", "tokens")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.clear()
+class _PaddedState(StepState):
+    __slots__ = ("attention_mask", "indices", "lengths", "tokens")
 
     def clear(self) -> None:
         super().clear()
@@ -130,7 +126,6 @@ class _PaddedState(BatchState):
         self.lengths: npt.NDArray[Any] = _EMPTY
         self.attention_mask: npt.NDArray[Any] = _EMPTY
         self.indices: npt.NDArray[Any] = _EMPTY
-        self.global_step = self.epoch = self.step = 0
 
 
 class PaddedBatch(StepBatch[_PaddedState]):
@@ -201,7 +196,7 @@ class PadCollator:
         state.pool, state.buffers = pool, (lengths, tokens, mask)
         state.tokens, state.lengths, state.attention_mask = tokens, lengths, mask
         state.indices = plan.indices
-        state.global_step, state.epoch, state.step = plan.global_step, plan.epoch, plan.step
+        state.stamp(plan)
         return PaddedBatch(state)
 
     def _fill_compiled(

@@ -32,6 +32,7 @@ from ._samplers import (
     Sampler,
     _check_position,
     _PositionalSampler,
+    check_sampler,
 )
 from ._streams import RngStream
 
@@ -81,7 +82,26 @@ def _indivisible_message(size: int, world_size: int, sampler: Sampler) -> str:
     )
 
 
-class RankSlice:
+class _OneRank:
+    """Rank ``rank`` of ``world_size`` ranks (checked): what each sharding sampler is for."""
+
+    __slots__ = ("_rank", "_world_size")
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self._rank, self._world_size = _check_rank(rank, world_size)
+
+    @property
+    def rank(self) -> int:
+        """This process's rank, in ``[0, world_size)``."""
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks."""
+        return self._world_size
+
+
+class RankSlice(_OneRank):
     """Rank ``rank``'s contiguous share of every global batch of ``sampler``.
 
     At each step rank ``r`` of ``R`` receives entries ``[r*b/R, (r+1)*b/R)`` of the global
@@ -96,17 +116,11 @@ class RankSlice:
     [[4, 5], [6, 7]]
     """
 
-    __slots__ = ("_batch_sizes", "_rank", "_sampler", "_world_size")
+    __slots__ = ("_batch_sizes", "_sampler")
 
     def __init__(self, sampler: Sampler, rank: int, world_size: int) -> None:
-        if not callable(getattr(sampler, "indices", None)) or not hasattr(
-            sampler, "steps_per_epoch"
-        ):
-            raise TypeError(
-                "sampler must have steps_per_epoch and indices(seed, epoch, step) "
-                f"but got {type(sampler).__name__}"
-            )
-        self._rank, self._world_size = _check_rank(rank, world_size)
+        check_sampler(sampler, needs_a_step=False)
+        _OneRank.__init__(self, rank, world_size)
         self._sampler = sampler
         sizes = batch_sizes_of(sampler)
         if sizes is not None:
@@ -120,16 +134,6 @@ class RankSlice:
     def sampler(self) -> Sampler:
         """The global sampler whose batches are sliced."""
         return self._sampler
-
-    @property
-    def rank(self) -> int:
-        """This process's rank, in ``[0, world_size)``."""
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        """Number of ranks sharing each global batch."""
-        return self._world_size
 
     @property
     def steps_per_epoch(self) -> int:
@@ -169,7 +173,7 @@ class RankSlice:
         return f"RankSlice({self._sampler!r}, rank={self._rank}, world_size={self._world_size})"
 
 
-class DistributedSampler:
+class DistributedSampler(_OneRank):
     """The index layout of ``torch.utils.data.DistributedSampler``, cut into batches.
 
     The epoch's order is ``0 .. n-1``, or with ``shuffle=True`` aioloader's keyed
@@ -192,10 +196,8 @@ class DistributedSampler:
         "_drop_last_batch",
         "_n",
         "_num_samples",
-        "_rank",
         "_shuffle",
         "_steps",
-        "_world_size",
     )
 
     def __init__(
@@ -211,7 +213,7 @@ class DistributedSampler:
     ) -> None:
         self._n = positive_int("n", n, INDEX_LIMIT)
         self._batch_size = batch_size_arg(batch_size)
-        self._rank, self._world_size = _check_rank(rank, world_size)
+        _OneRank.__init__(self, rank, world_size)
         for name, flag in (
             ("shuffle", shuffle),
             ("drop_last", drop_last),
@@ -236,16 +238,6 @@ class DistributedSampler:
     def batch_size(self) -> int:
         """Items per full batch on each rank."""
         return self._batch_size
-
-    @property
-    def rank(self) -> int:
-        """This process's rank, in ``[0, world_size)``."""
-        return self._rank
-
-    @property
-    def world_size(self) -> int:
-        """Number of ranks."""
-        return self._world_size
 
     @property
     def shuffle(self) -> bool:

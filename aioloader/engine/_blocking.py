@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from anyio.from_thread import start_blocking_portal
 
-if TYPE_CHECKING:
-    from ._loader import DataLoader
+from ._stream import BatchStream
 
 BatchT = TypeVar("BatchT")
+
+
+class Streams(Protocol[BatchT]):
+    """What opens a stream of batches (a ``DataLoader``)."""
+
+    def stream(self, start: int | None = None, stop: int | None = None) -> BatchStream[BatchT]:
+        """The batches of global steps ``[start, stop)``."""
 
 
 def default_backend_options(backend: str) -> dict[str, Any]:
@@ -25,7 +31,7 @@ def default_backend_options(backend: str) -> dict[str, Any]:
 
 
 def iterate_blocking(
-    loader: DataLoader[Any, BatchT],
+    loader: Streams[BatchT],
     start: int | None,
     stop: int | None,
     backend: str = "asyncio",

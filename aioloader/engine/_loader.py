@@ -5,22 +5,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
-from ..core._check import as_int, u64
-from ..core._plan import BatchPlan, plan_batch
-from ..core._samplers import Sampler
+from ..core._check import as_int, positive_up_to, u64
+from ..core._samplers import Sampler, check_sampler
 from ._build import Transform, transform_takes_rng
+from ._config import LoaderConfig, LoaderCounters, ResumeCursor
 from ._reads import describe_dataset_kind
 from ._ring import RingStatistics
 from ._state import check_state, stream_fingerprint
 from ._stream import BatchStream
-
-if TYPE_CHECKING:
-    from ._work import StreamWork
+from ._work import StreamWork
 
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
@@ -67,30 +65,6 @@ class LoaderStatistics:
         return (
             self.consumer_wait_seconds / self.batches_delivered if self.batches_delivered else 0.0
         )
-
-
-class _Counters:
-    __slots__ = (
-        "batches_built",
-        "batches_delivered",
-        "build_seconds",
-        "consumer_wait_seconds",
-        "read_seconds",
-    )
-
-    def __init__(self) -> None:
-        self.batches_delivered = 0
-        self.batches_built = 0
-        self.consumer_wait_seconds = 0.0
-        self.read_seconds = 0.0
-        self.build_seconds = 0.0
-
-
-def _positive(name: str, value: Any, limit: int) -> int:
-    number = as_int(name, value)
-    if not 1 <= number <= limit:
-        raise ValueError(f"{name} must be an integer in [1, {limit}] but got {number}")
-    return number
 
 
 def _dataset_length(dataset: Any) -> int | None:
@@ -170,25 +144,14 @@ class DataLoader(Generic[SampleT, BatchT]):
         max_inflight_reads: int = 64,
         start_step: int = 0,
     ) -> None:
-        if not callable(getattr(sampler, "indices", None)) or not hasattr(
-            sampler, "steps_per_epoch"
-        ):
-            raise TypeError(
-                "sampler must have steps_per_epoch and indices(seed, epoch, step) "
-                f"but got {type(sampler).__name__}"
-            )
-        if sampler.steps_per_epoch < 1:
-            raise ValueError(
-                f"sampler has steps_per_epoch = {sampler.steps_per_epoch}: "
-                "fewer items than one batch"
-            )
+        check_sampler(sampler)
         if not callable(collator):
             raise TypeError(f"collator must be callable but got {type(collator).__name__}")
         if transform is not None and not callable(transform):
             raise TypeError(
                 f"transform must be callable or None but got {type(transform).__name__}"
             )
-        kind = describe_dataset_kind(dataset)
+        describe_dataset_kind(dataset)  # a TypeError for a dataset that cannot be read
         length = _dataset_length(dataset)
         items = _sampler_items(sampler)
         if length is not None and items is not None and items > length:
@@ -199,32 +162,37 @@ class DataLoader(Generic[SampleT, BatchT]):
         requested_workers = as_int("workers", workers)
         if requested_workers < 0:
             raise ValueError(f"workers must be an integer >= 0 but got {requested_workers}")
-        config = self.__dict__
-        config["dataset"] = dataset
-        config["sampler"] = sampler
-        config["collator"] = collator
-        config["transform"] = transform
-        config["seed"] = u64("seed", seed)
-        config["requested_workers"] = requested_workers
-        config["workers"] = 0 if sys.platform in THREADLESS_PLATFORMS else requested_workers
+        checked_seed = u64("seed", seed)
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be 'thread' or 'process' but got {executor!r}")
-        if executor == "process" and config["workers"] < 1:
+        threads = 0 if sys.platform in THREADLESS_PLATFORMS else requested_workers
+        if executor == "process" and threads < 1:
             raise ValueError(
                 f"executor='process' requires workers >= 1 but got workers={requested_workers}"
             )
-        config["executor"] = executor
-        config["prefetch"] = _positive("prefetch", prefetch, PREFETCH_LIMIT)
-        config["max_inflight_reads"] = _positive(
-            "max_inflight_reads", max_inflight_reads, READS_LIMIT
+        config = LoaderConfig(
+            dataset=dataset,
+            sampler=sampler,
+            collator=collator,
+            transform=transform,
+            takes_rng=transform is not None and transform_takes_rng(transform),
+            seed=checked_seed,
+            dataset_length=length,
+            workers=threads,
+            requested_workers=requested_workers,
+            executor=executor,
+            prefetch=positive_up_to("prefetch", prefetch, PREFETCH_LIMIT),
+            max_inflight_reads=positive_up_to(
+                "max_inflight_reads", max_inflight_reads, READS_LIMIT
+            ),
         )
-        self._dataset_kind = kind
-        self._dataset_length = length
-        self._takes_rng = transform is not None and transform_takes_rng(transform)
-        self._cursor = u64("start_step", start_step)
-        self._stats = _Counters()
-        self._reads_total = 0
-        self._works: set[StreamWork[BatchT]] = set()
+        attributes = self.__dict__
+        for name in CONFIGURATION:
+            attributes[name] = getattr(config, name)
+        self._config = config
+        self._cursor = ResumeCursor(u64("start_step", start_step))
+        self._counters = LoaderCounters()
+        self._works = self._counters.running  # the works of the streams still running
         self._latest: StreamWork[BatchT] | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -234,33 +202,6 @@ class DataLoader(Generic[SampleT, BatchT]):
                 f"{type(value).__name__}); build a new DataLoader to change it"
             )
         object.__setattr__(self, name, value)
-
-    def _plan(self, step: int) -> BatchPlan:
-        """The plan of ``step``, its indices checked against the dataset."""
-        plan = plan_batch(self.sampler, self.seed, step)
-        indices = plan.indices
-        if (
-            not isinstance(indices, np.ndarray)
-            or indices.ndim != 1
-            or indices.dtype.kind not in "iu"
-        ):
-            shown = type(indices).__name__
-            if isinstance(indices, np.ndarray):
-                shown = f"{indices.ndim}-D {indices.dtype} array"
-            raise TypeError(
-                f"sampler.indices must return a 1-D integer numpy array but "
-                f"{self.sampler!r} returned {shown}"
-            )
-        length = self._dataset_length
-        if length is not None and indices.size:
-            low, high = int(indices.min()), int(indices.max())
-            if low < 0 or high >= length:
-                bad = low if low < 0 else high
-                raise IndexError(
-                    f"sampler.indices must be in [0, len(dataset)) = [0, {length}) but "
-                    f"{self.sampler!r} gave {bad}"
-                )
-        return plan
 
     # -- the stream -----------------------------------------------------------------------
     @property
@@ -274,28 +215,30 @@ class DataLoader(Generic[SampleT, BatchT]):
     @property
     def next_step(self) -> int:
         """The global step the next epoch-iteration (or ``stream()``) starts from."""
-        return self._cursor
+        return self._cursor.step
 
     def stream(self, start: int | None = None, stop: int | None = None) -> BatchStream[BatchT]:
         """Batches of global steps ``[start, stop)`` in step order (``stop=None``: no end).
 
-        ``start`` defaults to the loader's cursor. Use as ``async for`` or, to scope its
-        tasks to a block, ``async with loader.stream() as batches: async for ...``.
+        ``start`` defaults to the loader's cursor. Prefer the structured form, which scopes
+        the stream's work to the block: ``async with loader.stream() as batches: async for
+        batch in batches: ...``; a bare ``async for`` hosts it in a system task
+        (docs/iterating.md).
 
         ``start=None`` makes a cursor-driven stream: each batch it delivers advances the
         loader's resume cursor (``state_dict()``). An explicit ``start`` (to peek, or to
         evaluate a range) leaves the cursor alone.
         """
-        first = self._cursor if start is None else u64("start", start)
+        first = self._cursor.step if start is None else u64("start", start)
         last = None if stop is None else u64("stop", stop)
         if last is not None and last < first:
             raise ValueError(f"stop must be >= start ({first}) but got {last}")
         return self._open(first, last, moves_cursor=start is None)
 
     def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
-        stream: BatchStream[BatchT] = BatchStream(self, start, stop, moves_cursor=moves_cursor)
-        self._latest = stream._work
-        return stream
+        work: StreamWork[BatchT] = StreamWork(self._config, self._counters, start, stop)
+        self._latest = work
+        return BatchStream(work, self._cursor if moves_cursor else None)
 
     def epoch(self) -> BatchStream[BatchT]:
         """The rest of the cursor's epoch: steps ``[cursor, (cursor // S + 1) * S)``.
@@ -303,8 +246,8 @@ class DataLoader(Generic[SampleT, BatchT]):
         Cursor-driven: each delivered batch advances the resume cursor.
         """
         steps = self.steps_per_epoch
-        end = (self._cursor // steps + 1) * steps
-        return self._open(self._cursor, end, moves_cursor=True)
+        end = (self._cursor.step // steps + 1) * steps
+        return self._open(self._cursor.step, end, moves_cursor=True)
 
     def __aiter__(self) -> BatchStream[BatchT]:
         return self.epoch()
@@ -313,7 +256,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         from ._blocking import iterate_blocking
 
         steps = self.steps_per_epoch
-        return iterate_blocking(self, None, (self._cursor // steps + 1) * steps)
+        return iterate_blocking(self, None, (self._cursor.step // steps + 1) * steps)
 
     def iter_sync(
         self,
@@ -337,7 +280,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         Streams left by ``break`` are cancelled as soon as their handle is dropped; this
         waits for their threads and reads to finish. The loader stays usable.
         """
-        for work in list(self._works):
+        for work in list(self._counters.running):
             work.cancel()
             await work.wait_ended()
 
@@ -348,11 +291,13 @@ class DataLoader(Generic[SampleT, BatchT]):
         ``fingerprint`` identifies what decides the stream (the sampler's kind and
         arguments, the dataset's length, the seed); ``stream`` says the same in words.
         """
-        fingerprint, description = stream_fingerprint(self.sampler, self._dataset_length, self.seed)
+        fingerprint, description = stream_fingerprint(
+            self.sampler, self._config.dataset_length, self.seed
+        )
         return {
             "version": STATE_VERSION,
             "seed": self.seed,
-            "next_step": self._cursor,
+            "next_step": self._cursor.step,
             "fingerprint": fingerprint,
             "stream": description,
         }
@@ -366,19 +311,22 @@ class DataLoader(Generic[SampleT, BatchT]):
         resumes at ``next_step`` of the new stream. Global-batch sharding (``RankSlice``)
         is fingerprinted by its global sampler, so a change of world size is accepted.
         """
-        fingerprint, description = stream_fingerprint(self.sampler, self._dataset_length, self.seed)
-        self._cursor = check_state(
+        fingerprint, description = stream_fingerprint(
+            self.sampler, self._config.dataset_length, self.seed
+        )
+        self._cursor.step = check_state(
             state, STATE_VERSION, self.seed, fingerprint, description, check_stream=check_stream
         )
 
     def statistics(self) -> LoaderStatistics:
         """Counters of the loader, with the ring of the latest stream."""
-        stats = self._stats
+        stats = self._counters
+        running = stats.running
         latest = self._latest
         ring = latest.ring.statistics() if latest is not None else None
-        in_flight = sum(work.bound.in_flight for work in self._works)
-        peak = max((work.bound.peak for work in (*self._works, latest) if work), default=0)
-        total = self._reads_total + sum(work.bound.total for work in self._works)
+        in_flight = sum(work.bound.in_flight for work in running)
+        peak = max((work.bound.peak for work in (*running, latest) if work), default=0)
+        total = stats.reads_total + sum(work.bound.total for work in running)
         return LoaderStatistics(
             batches_delivered=stats.batches_delivered,
             batches_built=stats.batches_built,
@@ -388,7 +336,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             reads_in_flight=in_flight,
             peak_reads_in_flight=peak,
             reads_total=total,
-            next_step=self._cursor,
+            next_step=self._cursor.step,
             ring=ring,
         )
 

@@ -18,17 +18,11 @@ import signal
 import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import send_handle
-from typing import Any
 
 from .._compat import add_note
+from ..core._pool import release_batch
 from ._build import build_batch
 from ._shm_pool import WorkerArena
-
-
-def _release(batch: Any) -> None:
-    release = getattr(batch, "release", None)
-    if callable(release):
-        release()
 
 
 def _error_reply(job_id: int, error: BaseException, worker: int) -> bytes:
@@ -100,7 +94,7 @@ def _serve(worker: int, jobs: Connection, replies: Connection) -> None:
             replies.send_bytes(_error_reply(job_id, error, worker))
             continue
         finally:
-            _release(batch)
+            release_batch(batch)
         replies.send_bytes(pickle.dumps(("batch", job_id, stored), protocol=5))
         if stored.new_fd is not None:
             send_handle(replies, stored.new_fd, os.getppid())

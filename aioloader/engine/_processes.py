@@ -9,20 +9,27 @@ the batch as numpy views onto the segment; ``batch.release()`` gives the segment
 Threads in the parent: one sender per worker (a full pipe never blocks the event loop)
 and one collector that waits on every reply socket and every process sentinel at once, so
 a reply and a death are both seen without polling; it wakes the awaiting task through the
-loop's thread-safe call (asyncio, uvloop, trio).
+loop's thread-safe call (asyncio, uvloop, trio). ``WorkerHandle`` is the parent's side of
+one worker: its process, pipes, outbox, pending jobs and freed segments.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import queue
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
@@ -30,21 +37,87 @@ import anyio
 
 from .._compat import add_note
 from .._errors import LoaderClosedError, WorkerDiedError
+from .._threadsafe import threadsafe_caller
 from ..core._plan import BatchPlan
+from ..core._pool import release_batch
 from ._build import Transform
 from ._process_worker import worker_main
-from ._shm_pool import IS_POSIX, SegmentLease, SegmentReturns, load_batch
-from ._worker_handle import (
-    Job,
-    WorkerHandle,
-    describe_exit,
-    release_batch,
-    threadsafe_caller,
-    widen_pipe,
-)
+from ._shm_pool import IS_POSIX, ParentSegments, SegmentLease, SegmentReturns, load_batch
 
 MP_CONTEXTS = ("spawn", "forkserver")
 _JOIN_SECONDS = 5.0
+
+
+# -- the parent's side of one worker process: its pipes, its queue of jobs, its segments --
+_F_SETPIPE_SZ = 1031
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """``"exit code 3"``, ``"exit code -9 (SIGKILL)"``."""
+    if exitcode is None:
+        return "an unknown exit code"
+    if exitcode < 0:
+        with contextlib.suppress(ValueError):
+            return f"exit code {exitcode} ({signal.Signals(-exitcode).name})"
+    return f"exit code {exitcode}"
+
+
+def widen_pipe(fd: int) -> None:
+    """Ask Linux for a 1 MiB pipe (fewer wake-ups per step's samples); fine if refused."""
+    if sys.platform == "linux":
+        import fcntl
+
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
+
+
+class Job:
+    """One step sent to a worker: the caller's wake-up call, then its batch or error."""
+
+    __slots__ = ("abandoned", "done", "error", "id", "result", "step", "wake")
+
+    def __init__(self, job_id: int, step: int, wake: Callable[[], None]) -> None:
+        self.id, self.step, self.wake = job_id, step, wake
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.abandoned = False
+
+
+class WorkerHandle:
+    """A worker process with its pipes, outbox, pending jobs and freed segments."""
+
+    __slots__ = (
+        "alive",
+        "fatal",
+        "freed",
+        "index",
+        "jobs",
+        "outbox",
+        "pending",
+        "pid",
+        "process",
+        "ready",
+        "replies",
+        "segments",
+        "sender",
+    )
+
+    def __init__(self, index: int, process: BaseProcess, jobs: Any, replies: Any) -> None:
+        self.index, self.process = index, process
+        self.jobs: Connection = jobs
+        self.replies: Connection = replies
+        self.outbox: queue.SimpleQueue[tuple[Job, bytes, list[memoryview]] | None] = (
+            queue.SimpleQueue()
+        )
+        self.pending: collections.deque[Job] = collections.deque()
+        self.freed: list[int] = []
+        self.segments = ParentSegments()
+        self.alive = True
+        self.ready = False
+        self.pid = 0
+        self.fatal = ""
+        self.sender: threading.Thread | None = None
 
 
 @dataclass(frozen=True, slots=True)

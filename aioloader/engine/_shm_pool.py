@@ -47,13 +47,11 @@ def create_segment(nbytes: int) -> int:
     """A file descriptor of an anonymous shared-memory file of ``nbytes``."""
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create(SEGMENT_PREFIX, os.MFD_CLOEXEC)
-    else:  # pragma: no cover - POSIX without memfd (macOS): unlink at once
-        from multiprocessing import shared_memory
+    else:  # pragma: no cover - POSIX without memfd (macOS): an unlinked temporary file
+        import tempfile
 
-        named = shared_memory.SharedMemory(create=True, size=nbytes)
-        fd = os.dup(named._fd)  # type: ignore[attr-defined]
-        named.unlink()
-        named.close()
+        with tempfile.TemporaryFile(prefix=SEGMENT_PREFIX) as unnamed:
+            fd = os.dup(unnamed.fileno())
     os.ftruncate(fd, nbytes)
     return fd
 
@@ -101,7 +99,7 @@ class BatchPickler(pickle.Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, PooledBatch):
-            state = obj._live()
+            state = obj.live_state()
             names = _field_names(type(state))
             fields = {name: getattr(state, name) for name in names}
             fields.update(getattr(state, "__dict__", {}))

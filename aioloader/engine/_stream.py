@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import enum
 import time
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import anyio
 import anyio.abc
 
 from .._errors import LoaderClosedError
+from ._config import ResumeCursor
 from ._ring import PrefetchRing
 from ._work import StreamWork, Unbuilt
-
-if TYPE_CHECKING:
-    from ._loader import DataLoader
 
 BatchT = TypeVar("BatchT")
 
@@ -50,23 +47,15 @@ class StreamState(enum.Enum):
 class BatchStream(Generic[BatchT]):
     """Async iterator (and async context manager) over the batches of ``[start, stop)``.
 
-    Made by ``DataLoader.stream()`` and ``async for batch in loader``. When ``moves_cursor``
-    is true (the stream started at the loader's cursor), each delivered batch advances the
-    loader's resume cursor; an explicit range never does.
+    Made by ``DataLoader.stream()`` and ``async for batch in loader`` around the stream's
+    ``work``. Given the loader's ``cursor`` (the stream started at it), each delivered batch
+    advances it; an explicit range gets none and moves nothing.
     """
 
-    def __init__(
-        self,
-        loader: DataLoader[Any, BatchT],
-        start: int,
-        stop: int | None,
-        *,
-        moves_cursor: bool,
-    ) -> None:
-        self._loader = loader
-        self._work: StreamWork[BatchT] = StreamWork(loader, start, stop)
+    def __init__(self, work: StreamWork[BatchT], cursor: ResumeCursor | None) -> None:
+        self._work = work
         self._state = StreamState.NOT_STARTED
-        self._moves_cursor = moves_cursor
+        self._cursor = cursor
         self._failure: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -78,7 +67,7 @@ class BatchStream(Generic[BatchT]):
     @property
     def moves_cursor(self) -> bool:
         """Whether delivered batches advance the loader's resume cursor."""
-        return self._moves_cursor
+        return self._cursor is not None
 
     @property
     def ring(self) -> PrefetchRing[BatchT]:
@@ -98,12 +87,7 @@ class BatchStream(Generic[BatchT]):
         self._group.start_soon(self._work.run)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def __aexit__(self, *exc_info: object) -> None:
         assert self._group is not None
         if self._state is StreamState.RUNNING:
             self._state = StreamState.CLOSED
@@ -111,7 +95,6 @@ class BatchStream(Generic[BatchT]):
         # The group holds only background work, whose failures reach the consumer through
         # the ring; the consumer's own exception propagates unchanged.
         await self._group.__aexit__(None, None, None)
-        return None
 
     # -- iteration --------------------------------------------------------------------
     def __aiter__(self) -> BatchStream[BatchT]:
@@ -133,8 +116,7 @@ class BatchStream(Generic[BatchT]):
             else:
                 raise LoaderClosedError("this batch stream was closed with aclose()")
         work = self._work
-        loader = self._loader
-        stats = loader._stats
+        stats = work.counters
         started = time.perf_counter()
         try:
             batch = await work.ring.take()
@@ -154,8 +136,8 @@ class BatchStream(Generic[BatchT]):
         finally:
             stats.consumer_wait_seconds += time.perf_counter() - started
         stats.batches_delivered += 1
-        if self._moves_cursor:
-            loader._cursor = work.ring.next_to_take
+        if self._cursor is not None:
+            self._cursor.step = work.ring.next_to_take
         return batch
 
     async def aclose(self) -> None:

@@ -1,4 +1,4 @@
-"""The build threads of one stream, and calling back into the event loop from them."""
+"""The build threads of one stream."""
 
 from __future__ import annotations
 
@@ -7,20 +7,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import anyio
-import sniffio
+
+from .._threadsafe import threadsafe_caller
 
 ResultT = TypeVar("ResultT")
-
-
-def threadsafe_caller() -> Callable[[Callable[[], object]], object]:
-    """``call(fn)`` from any thread runs ``fn`` soon on the current event loop's thread."""
-    if sniffio.current_async_library() == "trio":
-        import trio
-
-        return trio.lowlevel.current_trio_token().run_sync_soon
-    import asyncio
-
-    return asyncio.get_running_loop().call_soon_threadsafe
 
 
 class BuildThreads:

@@ -11,22 +11,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 import anyio.abc
 import sniffio
 
 from .._compat import add_note
+from .._threadsafe import threadsafe_caller
 from ..core._plan import BatchPlan
+from ..core._pool import release_batch
 from ._build import build_batch
+from ._config import LoaderConfig, LoaderCounters
 from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, make_batch_reader
 from ._ring import PrefetchRing
 from ._threads import BuildThreads
-
-if TYPE_CHECKING:
-    from ._loader import DataLoader
 
 BatchT = TypeVar("BatchT")
 logger = logging.getLogger("aioloader")
@@ -46,20 +46,19 @@ class Unbuilt:
         self.samples = samples
 
 
-def release_batch(batch: Any) -> None:
-    """Return a batch's pooled buffers if it has any (``batch.release()``)."""
-    release = getattr(batch, "release", None)
-    if callable(release):
-        release()
-
-
 class StreamWork(Generic[BatchT]):
-    """Builds the steps ``[start, stop)`` into a prefetch ring until finished or cancelled."""
+    """Builds the steps ``[start, stop)`` into a prefetch ring until finished or cancelled.
 
-    def __init__(self, loader: DataLoader[Any, BatchT], start: int, stop: int | None) -> None:
-        self.loader = loader
-        self.ring: PrefetchRing[BatchT] = PrefetchRing(loader.prefetch, start, stop, release_batch)
-        self.bound = ReadBound(loader.max_inflight_reads)
+    Reads its loader's frozen ``config`` and adds what it does to the loader's ``counters``.
+    """
+
+    def __init__(
+        self, config: LoaderConfig, counters: LoaderCounters, start: int, stop: int | None
+    ) -> None:
+        self.config = config
+        self.counters = counters
+        self.ring: PrefetchRing[BatchT] = PrefetchRing(config.prefetch, start, stop, release_batch)
+        self.bound = ReadBound(config.max_inflight_reads)
         self._start = start
         self._stop = stop
         self._scope: anyio.CancelScope | None = None
@@ -119,35 +118,33 @@ class StreamWork(Generic[BatchT]):
             if self._cancelled:
                 self._scope.cancel()
             self._loop_thread = threading.get_ident()
-            from ._threads import threadsafe_caller
-
             self._call_soon = threadsafe_caller()
 
     async def run(self) -> None:
         """Fill the ring until the stop step, a failure or cancellation."""
         self._prepare()
-        loader = self.loader
+        config = self.config
         ring = self.ring
         self.running = True
-        loader._works.add(self)
+        self.counters.work_started(self)
         assert self._scope is not None
         try:
             with self._scope:
-                builders = loader.prefetch
+                builders = config.prefetch
                 if self._stop is not None:
                     builders = max(1, min(builders, self._stop - self._start))
-                if loader.workers > 0 and loader.executor == "thread":
-                    self._threads = BuildThreads(loader.workers)
-                elif loader.executor == "process":  # worker processes build whole steps
+                if config.workers > 0 and config.executor == "thread":
+                    self._threads = BuildThreads(config.workers)
+                elif config.executor == "process":  # worker processes build whole steps
                     self._processes = ProcessBuilders(
-                        loader.workers, loader.transform, loader.collator
+                        config.workers, config.transform, config.collator
                     )
                 self._read = make_batch_reader(
-                    loader.dataset, self.bound, self._threads, loader.workers
+                    config.dataset, self.bound, self._threads, config.workers
                 )
-                plan_reads = getattr(loader.dataset, "plan_reads", None)
+                plan_reads = getattr(config.dataset, "plan_reads", None)
                 if callable(plan_reads):  # a source that reads ahead by the plan (a cache)
-                    plan_reads(loader.sampler, loader.seed, self._start)
+                    plan_reads(config.sampler, config.seed, self._start)
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):
                         group.start_soon(self._builder)
@@ -165,9 +162,7 @@ class StreamWork(Generic[BatchT]):
                 self._processes = None
             self._read = None
             self.running = False
-            loader._works.discard(self)
-            loader._reads_total += self.bound.total
-            self.bound.total = 0
+            self.counters.work_ended(self)
             assert self._ended is not None
             self._ended.set()
 
@@ -195,8 +190,8 @@ class StreamWork(Generic[BatchT]):
                 ring.fill_nowait(step, batch)
 
     async def _build_step(self, step: int, group: anyio.abc.TaskGroup) -> BatchT:
-        loader = self.loader
-        stats = loader._stats
+        config = self.config
+        stats = self.counters
         plan = await self._plan(step)
         read_started = time.perf_counter()
         assert self._read is not None
@@ -215,9 +210,9 @@ class StreamWork(Generic[BatchT]):
             build_batch,
             plan,
             samples,
-            loader.transform,
-            loader.collator,
-            loader._takes_rng,
+            config.transform,
+            config.collator,
+            config.takes_rng,
             discard=release_batch,
         )
         stats.build_seconds += time.perf_counter() - build_started
@@ -225,23 +220,23 @@ class StreamWork(Generic[BatchT]):
         return batch  # type: ignore[no-any-return]
 
     async def _plan(self, step: int) -> BatchPlan:
-        loader = self.loader
+        plan = self.config.plan
         try:
             threads = self._threads
             if threads is not None:
-                return await threads.run(loader._plan, step)
-            return loader._plan(step)
+                return await threads.run(plan, step)
+            return plan(step)
         except Exception as error:
             add_note(error, f"aioloader: while planning global step {step}")
             raise
 
     def build_now(self, unbuilt: Unbuilt) -> BatchT:
         """Build a step read ahead with ``workers=0``, in the consumer's task."""
-        loader = self.loader
+        config = self.config
         started = time.perf_counter()
         batch = build_batch(
-            unbuilt.plan, unbuilt.samples, loader.transform, loader.collator, loader._takes_rng
+            unbuilt.plan, unbuilt.samples, config.transform, config.collator, config.takes_rng
         )
-        loader._stats.build_seconds += time.perf_counter() - started
-        loader._stats.batches_built += 1
+        self.counters.build_seconds += time.perf_counter() - started
+        self.counters.batches_built += 1
         return batch  # type: ignore[no-any-return]

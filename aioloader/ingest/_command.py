@@ -24,7 +24,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, cast
 
-from ..cli._arguments import positive, positive_float
+from .._argtypes import positive, positive_float
 
 __all__ = ("add_parser", "run")
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import anyio
 
-from ..cli._progress import Progress
+from .._progress import Progress
 from ..sinks._manifest import FailureRecord, InputEnd, ShardRecord
 from ..sinks._tar_writer import TarShardWriter
 from ..sources._http import HttpFetcher

@@ -31,12 +31,12 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import IO, Any
 
 import anyio
 
 from .._errors import ResumeMismatchError, WriterConflictError
+from ..core._check import positive
 from ..sources._tar_index import ShardIndex, TarSampleEntry
 from ._destination import Destination, VersionConflictError, make_destination
 from ._lease import LEASE_NAME, WriterLease
@@ -87,14 +87,6 @@ class _Pending:
         self.spool.write(data)
         self.digest.update(data)
         self.size += len(data)
-
-
-def _positive(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int but got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1 but got {value}")
-    return value
 
 
 class TarShardWriter:
@@ -148,8 +140,8 @@ class TarShardWriter:
             raise TypeError(f"start_position must be an int but got {start_position!r}")
         if start_position < 0:
             raise ValueError(f"start_position must be >= 0 but got {start_position}")
-        self.max_samples = _positive("max_samples", max_samples)
-        self.max_bytes = _positive("max_bytes", max_bytes)
+        self.max_samples = positive("max_samples", max_samples)
+        self.max_bytes = positive("max_bytes", max_bytes)
         if not isinstance(name_pattern, str):
             raise TypeError(f"name_pattern must be a str but got {type(name_pattern).__name__}")
         try:
@@ -435,12 +427,7 @@ class TarShardWriter:
     async def __aenter__(self) -> TarShardWriter:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
             await self.close()
         else:

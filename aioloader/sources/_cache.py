@@ -27,10 +27,11 @@ from typing import Any, Literal
 import anyio
 
 from ..core._check import as_int
+from ..core._samplers import check_sampler
 from ._cache_parts import CacheStatistics, RangeSource, ReadBudget, span_size
 from ._coalesce import ByteRange, check_coalescing, coalesce
 from ._concurrency import gather_ordered
-from ._known_future import NEVER, KnownFuture, check_sampler
+from ._known_future import NEVER, KnownFuture
 
 __all__ = ("CacheStatistics", "KnownFutureCache", "RangeSource")
 

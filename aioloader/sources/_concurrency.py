@@ -10,10 +10,11 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import anyio
+
+from .._threadsafe import threadsafe_caller
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,21 +44,12 @@ def semaphore(value: int) -> Any:
     return anyio.Semaphore(value)
 
 
-def _wake_for_running_loop() -> Callable[[Callable[[], object]], object]:
-    loop = running_asyncio_loop()
-    if loop is not None:
-        return loop.call_soon_threadsafe
-    import trio
-
-    return trio.lowlevel.current_trio_token().run_sync_soon
-
-
 class _Waiter:
     __slots__ = ("event", "granted", "wake")
 
     def __init__(self) -> None:
         self.event = anyio.Event()
-        self.wake = _wake_for_running_loop()
+        self.wake = threadsafe_caller()
         self.granted = False
 
 
@@ -120,12 +112,7 @@ class SharedLimit:
     async def __aenter__(self) -> None:
         await self.acquire()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.release()
 
 
@@ -150,6 +137,14 @@ class PerLoop(Generic[T]):
             self._value = self._factory()
             self._key = key
         return self._value
+
+    def peek(self) -> T | None:
+        """The latest loop's value if one was built (without building one)."""
+        return self._value
+
+    def forget(self) -> None:
+        """Drop the value; the next ``get()`` builds a fresh one."""
+        self._value = None
 
 
 async def gather_ordered(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:

@@ -28,12 +28,12 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 
+from ..core._check import positive
 from ._concurrency import PerLoop, semaphore
 from ._http_clients import CLIENTS, ClientAdapter, ClientSettings, make_client
 from ._http_result import FailureReason, FetchResult, HttpStatistics, retry_after
@@ -43,14 +43,6 @@ __all__ = ("HttpFetcher",)
 
 DEFAULT_USER_AGENT = "aioloader (+https://pypi.org/project/aioloader)"
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int but got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1 but got {value}")
-    return value
 
 
 def _timeout(name: str, value: Any) -> float | None:
@@ -155,15 +147,15 @@ class HttpFetcher:
         if client not in CLIENTS:
             raise ValueError(f"client must be one of {', '.join(CLIENTS)} but got {client!r}")
         self.client = client
-        self.max_in_flight = _positive_int("max_in_flight", max_in_flight)
-        self.max_per_host = _positive_int("max_per_host", max_per_host)
+        self.max_in_flight = positive("max_in_flight", max_in_flight)
+        self.max_per_host = positive("max_per_host", max_per_host)
         self.connect_timeout = _timeout("connect_timeout", connect_timeout)
         self.read_timeout = _timeout("read_timeout", read_timeout)
         self.total_timeout = _timeout("total_timeout", total_timeout)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy but got {type(retry).__name__}")
         self.retry = retry or RetryPolicy(max_attempts=3, initial_backoff=0.5, max_backoff=10.0)
-        self.max_body_bytes = _positive_int("max_body_bytes", max_body_bytes)
+        self.max_body_bytes = positive("max_body_bytes", max_body_bytes)
         if isinstance(content_types, str):
             raise TypeError(
                 f"content_types must be a sequence of media types but got the str "
@@ -207,7 +199,7 @@ class HttpFetcher:
 
     def statistics(self) -> HttpStatistics:
         """A snapshot of the counters."""
-        state = self._state._value
+        state = self._state.peek()
         return HttpStatistics(
             requests=self._requests,
             retries=self._retries,
@@ -222,21 +214,16 @@ class HttpFetcher:
 
     async def aclose(self) -> None:
         """Close the connections of the running event loop's client."""
-        state = self._state._value
+        state = self._state.peek()
         if state is not None:
-            self._state._value = None
+            self._state.forget()
             with anyio.CancelScope(shield=True):
                 await state.client.aclose()
 
     async def __aenter__(self) -> HttpFetcher:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def fetch(self, url: str) -> FetchResult:

@@ -13,23 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core._check import u64
+from ..core._samplers import check_sampler
 
-__all__ = ("NEVER", "KnownFuture", "check_sampler")
+__all__ = ("NEVER", "KnownFuture")
 
 NEVER = 1 << 62
 """Next use of a sample that the known future does not read again."""
-
-
-def check_sampler(sampler: Any) -> Any:
-    """``sampler`` if it has ``steps_per_epoch >= 1`` and ``indices``, else a clear error."""
-    if not callable(getattr(sampler, "indices", None)) or not hasattr(sampler, "steps_per_epoch"):
-        raise TypeError(
-            "sampler must have steps_per_epoch and indices(seed, epoch, step) "
-            f"but got {type(sampler).__name__}"
-        )
-    if sampler.steps_per_epoch < 1:
-        raise ValueError(f"sampler has steps_per_epoch = {sampler.steps_per_epoch}")
-    return sampler
 
 
 class KnownFuture:

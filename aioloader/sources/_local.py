@@ -44,6 +44,23 @@ def _list_directory(root: Path, pattern: str) -> list[Path]:
     return paths
 
 
+def _check_pattern(pattern: Any) -> None:
+    """Refuse a ``pattern`` that is not a non-empty relative glob, naming what was seen."""
+    if pattern is None:
+        return
+    if not isinstance(pattern, str):
+        raise TypeError(
+            f"pattern must be a str (a glob such as '*.jpg') but got "
+            f"{type(pattern).__name__} ({pattern!r})"
+        )
+    if not pattern:
+        raise ValueError("pattern must be a non-empty glob but got ''")
+    if pattern.startswith("/"):
+        raise ValueError(
+            f"pattern must be relative to the directory but got {pattern!r}, which is absolute"
+        )
+
+
 def _read_whole(path: Path) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
@@ -111,6 +128,7 @@ class LocalFiles(Generic[SampleT]):
     ) -> None:
         if not callable(decode):
             raise TypeError(f"decode must be callable but got {type(decode).__name__}")
+        _check_pattern(pattern)
         if isinstance(paths_or_directory, (str, os.PathLike)):
             root = Path(paths_or_directory)
             if not root.is_dir():

@@ -43,7 +43,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 import anyio
 from anyio.abc import TaskGroup
 
-from ..core._check import as_int
+from ..core._check import as_int, positive
 from ..core._rng import SampleRng, derive
 from ..core._streams import RngStream
 
@@ -80,13 +80,6 @@ async def _aclose(iterator: Any) -> None:
     if close is not None:
         with anyio.CancelScope(shield=True):
             await close()
-
-
-def _positive(name: str, value: Any) -> int:
-    number = as_int(name, value)
-    if number < 1:
-        raise ValueError(f"{name} must be >= 1 but got {number}")
-    return number
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -341,7 +334,7 @@ class Stream(Generic[T]):
         """
         if not callable(fn):
             raise TypeError(f"fn must be callable but got {type(fn).__name__}")
-        limit = _positive("concurrency", concurrency)
+        limit = positive("concurrency", concurrency)
         call = _caller(fn)
         if limit == 1:
             return self._then("map", lambda up, tg: _map_inline(up, call))
@@ -361,7 +354,7 @@ class Stream(Generic[T]):
         Output ``i`` is a uniform pick from the buffer, refilled by input ``buffer_size + i``;
         the picks come from ``SampleRng(derive(seed, epoch, 0, 0, 202))``.
         """
-        size = _positive("buffer_size", buffer_size)
+        size = positive("buffer_size", buffer_size)
         state = derive(seed, epoch, 0, 0, RngStream.SHUFFLE_BUFFER)
         return cast(
             Stream[T], self._then("shuffle", lambda up, tg: _shuffle(up, size, SampleRng(state)))
@@ -369,7 +362,7 @@ class Stream(Generic[T]):
 
     def batch(self, size: int, *, drop_last: bool = False) -> Stream[list[T]]:
         """Group items into lists of ``size``; a shorter last one is kept unless ``drop_last``."""
-        count = _positive("size", size)
+        count = positive("size", size)
         return cast(
             Stream[list[T]],
             self._then("batch", lambda up, tg: _batch(up, count, bool(drop_last))),
@@ -377,7 +370,7 @@ class Stream(Generic[T]):
 
     def prefetch(self, size: int) -> Stream[T]:
         """Pull up to ``size`` items ahead of the consumer in a background task."""
-        count = _positive("size", size)
+        count = positive("size", size)
         return cast(Stream[T], self._then("prefetch", lambda up, tg: _prefetch(up, count, tg)))
 
     def shard(self, rank: int, world_size: int) -> Stream[T]:
@@ -385,7 +378,7 @@ class Stream(Generic[T]):
 
         Put it before the expensive stages, so that each rank reads only its own items.
         """
-        world = _positive("world_size", world_size)
+        world = positive("world_size", world_size)
         position = as_int("rank", rank)
         if not 0 <= position < world:
             raise ValueError(f"rank must be in [0, world_size) = [0, {world}) but got {position}")

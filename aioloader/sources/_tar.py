@@ -171,6 +171,14 @@ class TarShards(Generic[SampleT]):
             raise ValueError("shards must name at least one shard but got none")
         if not callable(decode):
             raise TypeError(f"decode must be callable but got {type(decode).__name__}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+            raise TypeError(
+                f"max_concurrency must be an int but got {type(max_concurrency).__name__} "
+                f"({max_concurrency!r})"
+            )
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1 but got {max_concurrency}")
+        index_path = _check_index_dir(index_dir)
         if isinstance(index_threads, bool) or not isinstance(index_threads, int):
             raise TypeError(f"index_threads must be an int but got {index_threads!r}")
         if index_threads < 1:
@@ -191,7 +199,7 @@ class TarShards(Generic[SampleT]):
             )
         )
         self._threads = PerLoop(lambda: anyio.CapacityLimiter(max_concurrency))
-        self.index_dir = None if index_dir is None else Path(index_dir)
+        self.index_dir = index_path
         shard_threads = min(index_threads, len(names))
         with (
             ThreadPoolExecutor(shard_threads) as pool,
@@ -406,6 +414,26 @@ class TarShards(Generic[SampleT]):
         """Read one batch (coalesced, or through the cache); results in the order of ``indices``."""
         samples = await self.read_samples(indices)
         return [self._decode(int(i), sample) for i, sample in zip(indices, samples, strict=True)]
+
+
+def _check_index_dir(index_dir: Any) -> Path | None:
+    """``index_dir`` as a Path: None, or a directory that exists or can be made."""
+    if index_dir is None:
+        return None
+    if not isinstance(index_dir, (str, os.PathLike)) or not str(index_dir):
+        raise TypeError(
+            f"index_dir must be a directory path (str or os.PathLike) or None but got "
+            f"{type(index_dir).__name__} ({index_dir!r})"
+        )
+    path = Path(index_dir)
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            raise ValueError(
+                f"index_dir must be a directory but got {str(path)!r}: {str(part)!r} is a file"
+            )
+        if part.exists():
+            break
+    return path
 
 
 def _inside(span: ByteRange, byte_range: ByteRange) -> bool:

@@ -3,8 +3,12 @@
 Formats: ustar (with its 155-byte name prefix), GNU long names (``L``) and long link names
 (``K``, skipped), pax extended headers (``x``: ``path`` and ``size`` are honoured) and global
 pax headers (``g``). Numbers may be octal or GNU base-256. Every header checksum is checked.
-Directories, links, devices and FIFOs are skipped; GNU sparse members are refused; any other
-type is read as a regular file, as POSIX asks.
+Directories, links, devices, FIFOs and GNU volume labels (``V``, ``tar --label``) are skipped:
+they are metadata, not samples. Sparse files are refused (``MalformedShardError`` naming the
+shard and the member), in both encodings: GNU's ``S`` type and pax headers with
+``GNU.sparse.*`` records (``tar --sparse --format=posix``), whose data is a sparse map plus
+the non-hole bytes, not the file. So are GNU multi-volume continuations (``M``), which hold
+only the tail of a file. Any other type is read as a regular file, as POSIX asks.
 
 Grouping, as WebDataset does it: ``dir/name.ext`` belongs to sample key ``dir/name`` as
 field ``ext``; the key ends at the first dot of the base name, so ``a/b.seg.png`` is key
@@ -24,8 +28,11 @@ rest of the shard (or a sample's later fields) without a word.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
@@ -39,7 +46,9 @@ __all__ = ("ShardIndex", "TarMember", "TarSampleEntry", "build_index", "iter_mem
 BLOCK = 512
 INDEX_VERSION = 1
 _ZERO_BLOCK = bytes(BLOCK)
-_SKIPPED_TYPES = frozenset(b"123456")  # hard/sym links, devices, directories, FIFOs
+_SKIPPED_TYPES = frozenset(b"123456V")  # links, devices, directories, FIFOs, volume labels
+_SPARSE_PAX_PREFIX = "GNU.sparse."
+_WRITES = itertools.count()  # with pid and thread: a temporary name no other write uses
 _META_TYPES = (b"L", b"K", b"x", b"g")
 
 
@@ -140,6 +149,15 @@ def _pax_records(data: bytes, shard: str, offset: int) -> dict[str, str]:
     return records
 
 
+def _header_name(header: bytes, shard: str, offset: int) -> str:
+    """The member name stored in a header block (with the ustar prefix, if any)."""
+    name = _text(header[:100].split(b"\0", 1)[0], shard, offset)
+    if header[257:263] == b"ustar\0":
+        prefix = _text(header[345:500].split(b"\0", 1)[0], shard, offset)
+        name = f"{prefix}/{name}" if prefix else name
+    return name
+
+
 def iter_members(read: Callable[[int, int], bytes], size: int, shard: str) -> Iterator[TarMember]:
     """The regular files of a tar archive of ``size`` bytes, read through ``read(offset, n)``."""
     pos = 0
@@ -197,22 +215,26 @@ def iter_members(read: Callable[[int, int], bytes], size: int, shard: str) -> It
             pax = _pax_records(read(start, data_size), shard, start)
         elif typeflag == b"g":
             pax_global.update(_pax_records(read(start, data_size), shard, start))
-        elif typeflag == b"S":
+        elif typeflag in (b"S", b"M"):
+            what = "a GNU sparse file" if typeflag == b"S" else "a GNU multi-volume continuation"
+            name = long_name or _header_name(header, shard, start - BLOCK)
             raise MalformedShardError(
-                f"shard {shard!r}: member at byte {start - BLOCK} is a GNU sparse file, "
-                "which TarShards does not read"
+                f"shard {shard!r}: member {name!r} at byte {start - BLOCK} is {what}, "
+                "which TarShards does not read; write the shard without --sparse/--multi-volume"
             )
         elif typeflag == b"K":
             pass  # a long link target: only links use it, and links are skipped
         elif typeflag[0] in _SKIPPED_TYPES:
             long_name, pax = None, {}
         else:
-            name = pax.get("path") or long_name
-            if name is None:
-                name = _text(header[:100].split(b"\0", 1)[0], shard, start - BLOCK)
-                if header[257:263] == b"ustar\0":
-                    prefix = _text(header[345:500].split(b"\0", 1)[0], shard, start - BLOCK)
-                    name = f"{prefix}/{name}" if prefix else name
+            name = pax.get("path") or long_name or _header_name(header, shard, start - BLOCK)
+            sparse = sorted(k for k in (*pax, *pax_global) if k.startswith(_SPARSE_PAX_PREFIX))
+            if sparse:
+                raise MalformedShardError(
+                    f"shard {shard!r}: member {pax.get('GNU.sparse.name', name)!r} at byte "
+                    f"{start - BLOCK} is a sparse file (pax records {', '.join(sparse)}), "
+                    "which TarShards does not read; write the shard without --sparse"
+                )
             yield TarMember(name, start, data_size)
             long_name, pax = None, {}
 
@@ -394,11 +416,24 @@ def load_index(path: Path, shard: str, size: int, tag: str) -> ShardIndex | None
 
 
 def save_index(path: Path, index: ShardIndex) -> None:
-    """Write the index atomically (a temporary file, then a rename)."""
+    """Write the index atomically: a temporary file of its own, then a rename over ``path``.
+
+    Each call writes a uniquely named temporary file in ``path``'s directory, so writers in
+    several threads or processes never share one; the last rename wins and a reader sees
+    either a whole index or none.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(index.to_json(), encoding="utf-8")
-    os.replace(temporary, path)
+    unique = f"{os.getpid()}.{threading.get_ident()}.{next(_WRITES)}"
+    temporary = path.with_name(f"{path.name}.{unique}.tmp")
+    file = open(temporary, "x", encoding="utf-8")  # noqa: SIM115 ("x": never someone else's)
+    try:
+        with file:
+            file.write(index.to_json())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def index_json_name(shard: str, identity: str) -> str:

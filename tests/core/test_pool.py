@@ -15,6 +15,7 @@ from aioloader.core._pool import (
     BufferPool,
     PooledBatch,
     PoolStatistics,
+    release_batch,
     size_class,
 )
 
@@ -228,3 +229,17 @@ def test_concurrent_release_gives_back_once() -> None:
         for thread in threads:
             thread.join()
     assert pool.statistics() == PoolStatistics(49, 1, 64, 1, 0)
+
+
+def test_release_batch_releases_a_pooled_batch_and_leaves_others_alone() -> None:
+    pool = BufferPool()
+    state = BatchState()
+    state.pool, state.buffers = pool, (pool.acquire((4,), np.int64),)
+    batch: PooledBatch[BatchState] = PooledBatch(state)
+    assert pool.statistics().buffers_out == 1
+    release_batch(batch)
+    assert batch.released
+    assert pool.statistics().buffers_out == 0
+    plain = [1, 2]
+    release_batch(plain)
+    assert plain == [1, 2]

@@ -21,6 +21,7 @@ from aioloader.core import (
     derive,
     keyed_permutation,
 )
+from aioloader.core._samplers import RecentEpochs, check_sampler
 
 SEEDS = st.integers(0, 2**64 - 1)
 
@@ -347,3 +348,42 @@ def test_zero_steps_sampler_rejects_every_step() -> None:
     assert sampler.steps_per_epoch == 0
     with pytest.raises(ValueError, match="fewer items than one batch"):
         sampler.indices(0, 0, 0)
+
+
+def test_check_sampler_names_what_is_missing() -> None:
+    sampler = SequentialSampler(4, 2)
+    assert check_sampler(sampler) is sampler
+    with pytest.raises(TypeError, match=r"^sampler must have steps_per_epoch and indices"):
+        check_sampler([1, 2])
+
+    class Empty:
+        steps_per_epoch = 0
+
+        def indices(self, seed: int, epoch: int, step: int) -> np.ndarray:
+            raise AssertionError("never called")
+
+    with pytest.raises(ValueError, match=r"^sampler has steps_per_epoch = 0: fewer items than"):
+        check_sampler(Empty())
+    empty = Empty()
+    assert check_sampler(empty, needs_a_step=False) is empty
+
+
+def test_recent_epochs_builds_each_epoch_once_and_keeps_the_latest() -> None:
+    built: list[tuple[int, int]] = []
+
+    def build(seed: int, epoch: int) -> tuple[int, int]:
+        built.append((seed, epoch))
+        return (seed, epoch)
+
+    epochs = RecentEpochs(build, limit=2)
+    assert [epochs.get(1, 0), epochs.get(1, 0), epochs.get(1, 1), epochs.get(1, 0)] == [
+        (1, 0),
+        (1, 0),
+        (1, 1),
+        (1, 0),
+    ]
+    assert built == [(1, 0), (1, 1)]
+    epochs.get(1, 2)  # evicts (1, 1), the least recently used
+    epochs.get(1, 0)
+    epochs.get(1, 1)
+    assert built == [(1, 0), (1, 1), (1, 2), (1, 1)]

@@ -33,9 +33,8 @@ from aioloader.core import (
 )
 from aioloader.engine import DataLoader
 from aioloader.engine._build import build_batch
-from aioloader.engine._processes import ProcessBuilders
+from aioloader.engine._processes import ProcessBuilders, describe_exit
 from aioloader.engine._shm_pool import SEGMENT_PREFIX
-from aioloader.engine._worker_handle import describe_exit
 from aioloader.testing import MemoryDataset
 from tests.engine.process_helpers import (
     BrokenInWorker,

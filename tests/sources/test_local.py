@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -181,3 +182,19 @@ async def test_a_corrupt_file_in_a_batch_names_its_step_slot_index_and_path(
     assert notes[-1] == (
         "aioloader: while building global step 1 (epoch 0, step 1), slot 1, dataset index 4"
     )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "error", "message"),
+    [
+        (5, TypeError, r"pattern must be a str \(a glob such as '\*\.jpg'\) but got int \(5\)"),
+        (b"*", TypeError, r"pattern must be a str .* but got bytes \(b'\*'\)"),
+        ("", ValueError, r"pattern must be a non-empty glob but got ''"),
+        ("/etc/*", ValueError, r"pattern must be relative to the directory but got '/etc/\*'"),
+    ],
+)
+def test_pattern_is_checked_up_front(
+    tree: Path, pattern: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        LocalFiles(tree, pattern=pattern)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import tarfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -379,3 +381,126 @@ def test_read_ahead_skips_the_chunks_inside_large_members() -> None:
     # header chunk, its read-ahead neighbour, then the chunks holding the next headers only
     assert sum(end - start for start, end in fetched) <= 8 * 4096
     assert len(raw) > 200_000
+
+
+def test_max_concurrency_and_index_dir_are_checked_up_front(tmp_path: Path) -> None:
+    (shard,) = write_shards(tmp_path, dataset(1, 2))
+    for bound in (0, -3):
+        with pytest.raises(ValueError, match=rf"max_concurrency must be >= 1 but got {bound}$"):
+            TarShards([shard], max_concurrency=bound)
+    with pytest.raises(TypeError, match=r"max_concurrency must be an int but got float \(2\.0\)"):
+        TarShards([shard], max_concurrency=2.0)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"max_concurrency must be an int but got bool"):
+        TarShards([shard], max_concurrency=True)
+    a_file = tmp_path / "indices.txt"
+    a_file.write_text("not a directory")
+    with pytest.raises(ValueError, match=r"index_dir must be a directory but got .*indices\.txt"):
+        TarShards([shard], index_dir=a_file)
+    with pytest.raises(ValueError, match=r"indices\.txt/sub'.*'.*indices\.txt' is a file"):
+        TarShards([shard], index_dir=a_file / "sub")
+    with pytest.raises(TypeError, match=r"index_dir must be a directory path .* but got int \(5\)"):
+        TarShards([shard], index_dir=5)  # type: ignore[call-overload]
+    assert list(tmp_path.glob("*.index.json")) == []  # refused before any indexing
+
+
+@pytest.mark.anyio
+async def test_a_bounded_source_reads_with_one_read_in_flight(tmp_path: Path) -> None:
+    data = dataset(1, 3)
+    (shard,) = write_shards(tmp_path, data)
+    source = TarShards([shard], max_concurrency=1)
+    assert await source.get_samples([2, 0, 1]) == [expected(data)[i] for i in (2, 0, 1)]
+
+
+def test_concurrent_index_writers_of_one_sampleless_shard_never_collide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "empty.tar"  # no samples: only a directory and a file without a field
+    path.write_bytes(tar_bytes([("README", b"no field")]))
+    writers = 4
+    # Every writer has written its temporary file before any renames it: with one shared
+    # temporary name the second rename would find it gone (FileNotFoundError).
+    renames = threading.Barrier(writers, timeout=30)
+    real_replace = os.replace
+
+    def replace_together(source: Any, target: Any) -> None:
+        renames.wait()
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_together)
+    index_dir = tmp_path / "indices"
+    with ThreadPoolExecutor(writers) as pool:
+        opened = list(pool.map(lambda _: TarShards([path], index_dir=index_dir), range(writers)))
+    monkeypatch.undo()
+    assert [len(source) for source in opened] == [0] * writers
+    (saved,) = index_dir.iterdir()  # one index, no temporary file left behind
+    assert re.fullmatch(r"empty\.tar\.[0-9a-f]{8}\.index\.json", saved.name)
+    assert json.loads(saved.read_text())["samples"] == []
+    assert len(TarShards([path], index_dir=index_dir)) == 0
+
+
+def test_a_volume_label_is_not_a_sample(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        label = tarfile.TarInfo("VOLUME.1")  # what `tar --label=VOLUME.1` writes first
+        label.type = b"V"
+        archive.addfile(label)
+        for name, payload in [("k.txt", b"one"), ("k.cls", b"1")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            archive.addfile(info, io.BytesIO(payload))
+    path = tmp_path / "labelled.tar"
+    path.write_bytes(buffer.getvalue())
+    source = TarShards([path])
+    assert len(source) == 1
+    assert anyio.run(source.get_sample, 0) == {"__key__": "k", "txt": b"one", "cls": b"1"}
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        pytest.param(  # what `tar --sparse --format=posix` writes (sparse format 1.0)
+            {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "a.bin"},
+            id="pax-1.0",
+        ),
+        pytest.param(  # --sparse-version=0.1
+            {"GNU.sparse.map": "0,4,8,4", "GNU.sparse.numblocks": "2", "GNU.sparse.name": "a.bin"},
+            id="pax-0.1",
+        ),
+    ],
+)
+def test_a_pax_sparse_file_is_refused_naming_shard_and_member(
+    tmp_path: Path, records: dict[str, str]
+) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        ok = tarfile.TarInfo("k.txt")
+        ok.size = 2
+        archive.addfile(ok, io.BytesIO(b"ok"))
+        sparse = tarfile.TarInfo("GNUSparseFile.0/a.bin")
+        sparse.pax_headers = records
+        sparse.size = 8  # map and data, as GNU tar stores them: not the file
+        archive.addfile(sparse, io.BytesIO(b"1\n0\n4\nAB"))
+    path = tmp_path / "sparse.tar"
+    path.write_bytes(buffer.getvalue())
+    with pytest.raises(
+        MalformedShardError,
+        match=r"sparse\.tar': member 'a\.bin' at byte \d+ is a sparse file \(pax records "
+        r"GNU\.sparse\..*does not read",
+    ):
+        TarShards([path])
+
+
+@pytest.mark.parametrize(("typeflag", "what"), [(b"S", "GNU sparse"), (b"M", "multi-volume")])
+def test_gnu_sparse_and_continuation_members_are_refused(
+    tmp_path: Path, typeflag: bytes, what: str
+) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        member = tarfile.TarInfo("k.bin")
+        member.type = typeflag
+        archive.addfile(member)
+    path = tmp_path / "gnu.tar"
+    path.write_bytes(buffer.getvalue())
+    pattern = rf"gnu\.tar': member 'k\.bin' at byte 0 .*{what}"
+    with pytest.raises(MalformedShardError, match=pattern):
+        TarShards([path])

@@ -1,10 +1,10 @@
-"""aioloader.cli._progress: drawn on a terminal, silent elsewhere."""
+"""aioloader._progress: drawn on a terminal, silent elsewhere."""
 
 from __future__ import annotations
 
 import io
 
-from aioloader.cli._progress import Progress
+from aioloader._progress import Progress
 
 
 class FakeTerminal(io.StringIO):

@@ -1,0 +1,30 @@
+"""aioloader._argtypes: the argument types every command line parses with."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from aioloader._argtypes import non_negative, positive, positive_float
+
+
+def test_integers_are_parsed_and_bounded() -> None:
+    assert [non_negative("0"), non_negative("7"), positive("1"), positive("12")] == [0, 7, 1, 12]
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be >= 0 but got -1"):
+        non_negative("-1")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be >= 1 but got 0"):
+        positive("0")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be an integer but got '2.5'"):
+        positive("2.5")
+
+
+def test_positive_floats_are_finite_and_above_zero() -> None:
+    assert positive_float("0.25") == 0.25
+    for text, message in (
+        ("0", "must be a finite number > 0 but got 0"),
+        ("inf", "must be a finite number > 0 but got inf"),
+        ("x", "must be a number but got 'x'"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            positive_float(text)
