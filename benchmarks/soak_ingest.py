@@ -196,8 +196,10 @@ def soak(urls: int, workdir: Path, log: IO[str] = sys.stdout) -> SoakResult:
         result.seconds = time.perf_counter() - started
     finally:
         assert server.stdin is not None
+        assert server.stdout is not None
         server.stdin.close()
         server.wait(timeout=60)
+        server.stdout.close()
     window = urls // 10
     early = next(c for c in commits if c.end >= result.last_run_start + window)
     result.rss_early_mib, result.rss_end_mib = early.rss_mib, commits[-1].rss_mib
