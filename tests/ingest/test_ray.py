@@ -31,6 +31,7 @@ FETCH: dict[str, Any] = {
     "retry": RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.02),
     "max_in_flight": 16,
     "max_per_host": 16,
+    "allow": ["127.0.0.1"],
 }
 OPTIONS: dict[str, Any] = {
     "image": ImageOptions(size=32, resize_mode="center_crop"),
