@@ -1,6 +1,7 @@
 """The ingestion soak in its CI form: 20,000 URLs, 3 SIGKILLs and resumes, read back whole.
 
-Marked ``slow``: CI runs it in the test command's second step. ``benchmarks/soak_ingest.py --urls 1000000`` is the full soak.
+Marked ``slow``: CI runs it in the test command's second step.
+``benchmarks/soak_ingest.py --urls 1000000`` is the full soak.
 """
 
 from __future__ import annotations
