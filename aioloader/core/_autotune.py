@@ -69,7 +69,7 @@ def decide(
         return None
     share = f"consumer waited {window.consumer_wait / window.elapsed:.0%} of the window"
     if window.build >= window.read:
-        order = ("workers", "prefetch")
+        order: tuple[str, ...] = ("workers", "prefetch")
         cause = f"build {window.build:.3g}s >= read {window.read:.3g}s"
     elif window.reads_hit_limit:
         order = ("reads", "prefetch", "workers")

@@ -7,4 +7,11 @@ from ._ring import PrefetchRing as PrefetchRing
 from ._ring import RingStatistics as RingStatistics
 from ._stream import BatchStream as BatchStream
 
-__all__ = ("AutoTune", "BatchStream", "DataLoader", "LoaderStatistics", "PrefetchRing", "RingStatistics")
+__all__ = (
+    "AutoTune",
+    "BatchStream",
+    "DataLoader",
+    "LoaderStatistics",
+    "PrefetchRing",
+    "RingStatistics",
+)

@@ -51,13 +51,9 @@ class AutoTune:
         positive_up_to("AutoTune.max_inflight_reads", self.max_inflight_reads, 1 << 20)
         positive_up_to("AutoTune.every", self.every, 1 << 20)
         if not 0.0 <= self.wait_share < 1.0:
-            raise ValueError(
-                f"AutoTune.wait_share must be in [0, 1) but got {self.wait_share!r}"
-            )
+            raise ValueError(f"AutoTune.wait_share must be in [0, 1) but got {self.wait_share!r}")
         if not callable(self.clock):
-            raise TypeError(
-                f"AutoTune.clock must be callable but got {type(self.clock).__name__}"
-            )
+            raise TypeError(f"AutoTune.clock must be callable but got {type(self.clock).__name__}")
 
 
 class TunableWork(Protocol):

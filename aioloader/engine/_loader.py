@@ -12,9 +12,9 @@ import anyio
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
+from ..core._autotune import Decision, Knobs
 from ..core._check import as_int, positive_up_to, u64
 from ..core._samplers import Sampler, check_sampler
-from ..core._autotune import Decision, Knobs
 from ._autotune import AutoTune, AutoTuner
 from ._build import Transform, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor

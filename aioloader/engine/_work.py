@@ -18,9 +18,9 @@ import sniffio
 
 from .._compat import add_note
 from .._threadsafe import threadsafe_caller
+from ..core._autotune import Knobs
 from ..core._plan import BatchPlan
 from ..core._pool import release_batch
-from ..core._autotune import Knobs
 from ._autotune import AutoTuner
 from ._build import build_batch
 from ._config import LoaderConfig, LoaderCounters
@@ -172,9 +172,7 @@ class StreamWork(Generic[BatchT]):
                 elif config.executor == "process":  # worker processes build whole steps
                     assert self._pool is not None
                     self._processes = await self._pool.acquire()
-                self._read = make_batch_reader(
-                    config.dataset, self.bound, self._threads, workers
-                )
+                self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
                 plan_reads = getattr(config.dataset, "plan_reads", None)
                 if callable(plan_reads):  # a source that reads ahead by the plan (a cache)
                     plan_reads(config.sampler, config.seed, self._start)

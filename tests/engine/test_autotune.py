@@ -76,7 +76,8 @@ async def test_auto_batches_equal_fixed_settings_while_knobs_change() -> None:
     assert digests(batches) == digests(fixed) == reference_digests(37, 5, 3, 40)
     stats = loader.statistics()
     assert len(stats.decisions) >= 3
-    assert stats.knobs is not None and stats.knobs != Knobs(1, 2, 2)
+    assert stats.knobs is not None
+    assert stats.knobs != Knobs(1, 2, 2)
     assert all(d.new > d.old for d in stats.decisions)
     assert [d.step for d in stats.decisions] == sorted(d.step for d in stats.decisions)
 
@@ -97,7 +98,8 @@ async def test_slow_reads_after_step_k_deepen_the_ring() -> None:
     decisions = loader.statistics().decisions
     assert decisions[0].step == 12
     assert (decisions[0].knob, decisions[0].old, decisions[0].new) == ("prefetch", 2, 4)
-    assert "read" in decisions[0].reason and "> build" in decisions[0].reason
+    assert "read" in decisions[0].reason
+    assert "> build" in decisions[0].reason
     assert all(d.step > 9 for d in decisions)
 
 
@@ -143,7 +145,8 @@ async def test_tuned_knobs_carry_into_the_next_stream() -> None:
     await collect(loader, 0, 16)
     knobs = loader.statistics().knobs
     assert knobs is not None
-    assert await collect(loader, 16, 24) and loader.statistics().knobs == knobs
+    assert await collect(loader, 16, 24)
+    assert loader.statistics().knobs == knobs
     assert (knobs.workers, knobs.prefetch) == (2, 4)
 
 
@@ -154,7 +157,7 @@ def test_auto_rejects_bad_combinations() -> None:
         make_loader(workers=1, autotune=AutoTune())
     with pytest.raises(TypeError, match="autotune must be an AutoTune or None"):
         make_loader(workers="auto", autotune={"max_workers": 2})
-    with pytest.raises(ValueError, match="AutoTune.max_workers"):
+    with pytest.raises(ValueError, match=r"AutoTune\.max_workers"):
         AutoTune(max_workers=0)
     with pytest.raises(ValueError, match=r"AutoTune.wait_share must be in \[0, 1\) but got 1.5"):
         AutoTune(wait_share=1.5)
