@@ -59,7 +59,8 @@ def decide(
 
     - The consumer waited less than ``wait_share`` of the window: hold.
     - Building took at least as long as reading: one more build thread (up to the bound),
-      else a deeper ring.
+      else a deeper ring while it holds fewer than two steps per thread (more would only
+      hold memory: the threads are the limit).
     - Reading took longer and reads in flight hit their bound: double that bound; else
       double the ring depth, so more steps read at once.
 
@@ -70,6 +71,8 @@ def decide(
     share = f"consumer waited {window.consumer_wait / window.elapsed:.0%} of the window"
     if window.build >= window.read:
         order: tuple[str, ...] = ("workers", "prefetch")
+        if knobs.prefetch >= 2 * knobs.workers:
+            order = ("workers",)
         cause = f"build {window.build:.3g}s >= read {window.read:.3g}s"
     elif window.reads_hit_limit:
         order = ("reads", "prefetch", "workers")

@@ -28,6 +28,8 @@ def test_build_bound_at_max_threads_deepens_the_ring() -> None:
     decision = decide(16, window(5.0, 1.0, 4.0), knobs, BOUNDS, 0.05)
     assert decision is not None
     assert (decision.step, decision.knob, decision.old, decision.new) == (16, "prefetch", 2, 4)
+    saturated = Knobs(workers=4, prefetch=8, reads=64)
+    assert decide(24, window(5.0, 1.0, 4.0), saturated, BOUNDS, 0.05) is None
 
 
 def test_read_bound_deepens_the_ring_or_doubles_reads_at_their_bound() -> None:
