@@ -174,8 +174,10 @@ class StreamWork(Generic[BatchT]):
                     self._processes = await self._pool.acquire()
                 self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
                 plan_reads = getattr(config.dataset, "plan_reads", None)
-                if callable(plan_reads):  # a source that reads ahead by the plan (a cache)
-                    plan_reads(config.sampler, config.seed, self._start)
+                if callable(plan_reads):  # a source that reads by the plan: off the loop
+                    await anyio.to_thread.run_sync(
+                        plan_reads, config.sampler, config.seed, self._start
+                    )
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):
                         group.start_soon(self._builder)
