@@ -8,8 +8,9 @@ reaches into the loader, so each module reads on its own.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -37,6 +38,7 @@ class LoaderConfig:
         prefetch: ring slots per stream.
         max_inflight_reads: bound on concurrent reads per stream.
         persistent_workers: whether worker processes outlive a stream (``"process"``).
+        clock: measures waits, reads and builds (``AutoTune.clock`` when autotuned).
     """
 
     dataset: Any
@@ -52,6 +54,7 @@ class LoaderConfig:
     prefetch: int
     max_inflight_reads: int
     persistent_workers: bool = False
+    clock: Callable[[], float] = field(default=time.perf_counter)
 
     def plan(self, step: int) -> BatchPlan:
         """The plan of ``step``, its indices checked against the dataset."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -11,8 +12,10 @@ import anyio
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
+from ..core._autotune import Decision, Knobs
 from ..core._check import as_int, positive_up_to, u64
 from ..core._samplers import Sampler, check_sampler
+from ._autotune import AutoTune, AutoTuner
 from ._build import Transform, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
 from ._processes import ProcessStatistics
@@ -43,8 +46,11 @@ CONFIGURATION = frozenset(
         "max_inflight_reads",
         "executor",
         "persistent_workers",
+        "autotune",
     }
 )
+AUTO = "auto"
+AUTO_START_PREFETCH = 2
 EXECUTORS = ("thread", "process")
 
 
@@ -63,6 +69,8 @@ class LoaderStatistics:
     next_step: int
     ring: RingStatistics | None
     processes: ProcessStatistics | None = None
+    knobs: Knobs | None = None
+    decisions: tuple[Decision, ...] = ()
 
     @property
     def mean_wait_per_batch(self) -> float:
@@ -113,7 +121,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             ``transform(sample) -> sample`` for a transform without randomness (then no
             rng is derived for it).
         workers: threads for CPU work (transform and collation); 0 builds on the
-            event loop's thread.
+            event loop's thread; ``"auto"``: tuned while the loader runs.
         executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
             whole steps into recycled shared memory, for transforms that hold the GIL
             (transform, collator, samples and batches must pickle).
@@ -122,10 +130,14 @@ class DataLoader(Generic[SampleT, BatchT]):
             at once. ``None`` (default) means True for processes; ``False`` starts and stops
             them with every stream.
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
-            and built with workers; with ``workers=0`` read ahead and built when taken).
+            and built with workers; with ``workers=0`` read ahead and built when taken);
+            ``"auto"``: tuned while the loader runs.
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
             each stream.
         start_step: the cursor that ``async for batch in loader`` starts from.
+        autotune: bounds and pace for ``workers="auto"`` (build threads, from 1) and
+            ``prefetch="auto"`` (ring depth from 2, and reads in flight from
+            ``max_inflight_reads``); default ``AutoTune()``. Threads only (docs/workers.md).
     """
 
     dataset: Any  # what the user passed (read-only after construction)
@@ -139,6 +151,7 @@ class DataLoader(Generic[SampleT, BatchT]):
     persistent_workers: bool
     prefetch: int
     max_inflight_reads: int
+    autotune: AutoTune | None
 
     def __init__(
         self,
@@ -148,12 +161,13 @@ class DataLoader(Generic[SampleT, BatchT]):
         *,
         seed: int,
         transform: Transform | None = None,
-        workers: int = 0,
+        workers: int | str = 0,
         executor: str = "thread",
         persistent_workers: bool | None = None,
-        prefetch: int = 8,
+        prefetch: int | str = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
+        autotune: AutoTune | None = None,
     ) -> None:
         check_sampler(sampler)
         if not callable(collator):
@@ -170,7 +184,21 @@ class DataLoader(Generic[SampleT, BatchT]):
                 f"sampler must address at most len(dataset) = {length} items but "
                 f"{sampler!r} addresses {items}"
             )
-        requested_workers = as_int("workers", workers)
+        auto_workers, auto_prefetch = workers == AUTO, prefetch == AUTO
+        if autotune is not None and not isinstance(autotune, AutoTune):
+            raise TypeError(f"autotune must be an AutoTune or None but got {autotune!r}")
+        if autotune is not None and not (auto_workers or auto_prefetch):
+            raise ValueError(
+                "autotune needs workers='auto' or prefetch='auto' but got "
+                f"workers={workers!r}, prefetch={prefetch!r}"
+            )
+        if (auto_workers or auto_prefetch) and executor != "thread":
+            raise ValueError(
+                "workers='auto' and prefetch='auto' tune build threads; executor must be "
+                f"'thread' but got {executor!r}"
+            )
+        settings = autotune if autotune is not None else AutoTune()
+        requested_workers = 1 if auto_workers else as_int("workers", workers)
         if requested_workers < 0:
             raise ValueError(f"workers must be an integer >= 0 but got {requested_workers}")
         checked_seed = u64("seed", seed)
@@ -201,20 +229,35 @@ class DataLoader(Generic[SampleT, BatchT]):
             workers=threads,
             requested_workers=requested_workers,
             executor=executor,
-            prefetch=positive_up_to("prefetch", prefetch, PREFETCH_LIMIT),
+            prefetch=(
+                min(AUTO_START_PREFETCH, settings.max_prefetch)
+                if auto_prefetch
+                else positive_up_to("prefetch", prefetch, PREFETCH_LIMIT)
+            ),
             max_inflight_reads=positive_up_to(
                 "max_inflight_reads", max_inflight_reads, READS_LIMIT
             ),
             persistent_workers=executor == "process" and persistent_workers is not False,
+            clock=settings.clock if auto_workers or auto_prefetch else time.perf_counter,
         )
         attributes = self.__dict__
-        for name in CONFIGURATION:
+        for name in CONFIGURATION - {"autotune"}:
             attributes[name] = getattr(config, name)
         self._config = config
         self._cursor = ResumeCursor(u64("start_step", start_step))
         self._counters = LoaderCounters()
         self._works = self._counters.running  # the works of the streams still running
         self._latest: StreamWork[BatchT] | None = None
+        self._tuner: AutoTuner | None = None
+        if auto_workers or auto_prefetch:
+            start = Knobs(config.workers, config.prefetch, config.max_inflight_reads)
+            bounds = Knobs(
+                max(start.workers, settings.max_workers if auto_workers and threads else 0),
+                max(start.prefetch, settings.max_prefetch if auto_prefetch else 0),
+                max(start.reads, settings.max_inflight_reads if auto_prefetch else 0),
+            )
+            self._tuner = AutoTuner(settings, start, bounds, self._counters)
+        attributes["autotune"] = settings if self._tuner is not None else None
         self._worker_pool = WorkerPool(
             self.workers,
             transform,
@@ -265,7 +308,7 @@ class DataLoader(Generic[SampleT, BatchT]):
 
     def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
         work: StreamWork[BatchT] = StreamWork(
-            self._config, self._counters, start, stop, self._worker_pool
+            self._config, self._counters, start, stop, self._worker_pool, self._tuner
         )
         self._latest = work
         return BatchStream(work, self._cursor if moves_cursor else None)
@@ -377,6 +420,8 @@ class DataLoader(Generic[SampleT, BatchT]):
             next_step=self._cursor.step,
             ring=ring,
             processes=self._worker_pool.statistics(),
+            knobs=self._tuner.knobs if self._tuner is not None else None,
+            decisions=tuple(self._tuner.decisions) if self._tuner is not None else (),
         )
 
     def __repr__(self) -> str:

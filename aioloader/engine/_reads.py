@@ -95,6 +95,13 @@ class ReadBound:
                     self._waiters.pop(0).set()
                 raise
 
+    def raise_limit(self, limit: int) -> None:
+        """Allow ``limit`` reads in flight (at least the current bound) and wake the waiters."""
+        self.limit = max(self.limit, limit)
+        waiters, self._waiters = self._waiters, []
+        for event in waiters:
+            event.set()
+
     def unacquire(self) -> None:
         """Give back a unit taken for a read that did not happen (no slot was left)."""
         self.total -= 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
@@ -19,8 +18,10 @@ import sniffio
 
 from .._compat import add_note
 from .._threadsafe import threadsafe_caller
+from ..core._autotune import Knobs
 from ..core._plan import BatchPlan
 from ..core._pool import release_batch
+from ._autotune import AutoTuner
 from ._build import build_batch
 from ._config import LoaderConfig, LoaderCounters
 from ._processes import ProcessBuilders
@@ -60,12 +61,22 @@ class StreamWork(Generic[BatchT]):
         start: int,
         stop: int | None,
         pool: WorkerPool | None = None,
+        tuner: AutoTuner | None = None,
     ) -> None:
         self.config = config
         self._pool = pool  # the loader's worker processes (executor="process")
         self.counters = counters
-        self.ring: PrefetchRing[BatchT] = PrefetchRing(config.prefetch, start, stop, release_batch)
-        self.bound = ReadBound(config.max_inflight_reads)
+        self.tuner = tuner  # workers="auto" / prefetch="auto": the loader's knobs
+        if tuner is None:
+            self.ring: PrefetchRing[BatchT] = PrefetchRing(
+                config.prefetch, start, stop, release_batch
+            )
+            self.bound = ReadBound(config.max_inflight_reads)
+        else:
+            self.ring = PrefetchRing(
+                tuner.bounds.prefetch, start, stop, release_batch, depth=tuner.knobs.prefetch
+            )
+            self.bound = ReadBound(tuner.knobs.reads)
         self._start = start
         self._stop = stop
         self._scope: anyio.CancelScope | None = None
@@ -105,6 +116,18 @@ class StreamWork(Generic[BatchT]):
         if self._ended is not None:
             await self._ended.wait()
 
+    @property
+    def reads_peak(self) -> int:
+        """The most reads in flight this stream has had."""
+        return self.bound.peak
+
+    def retune(self, knobs: Knobs) -> None:
+        """Apply the tuner's ``knobs``: more build threads, a deeper ring, more reads."""
+        if self._threads is not None:
+            self._threads.grow(knobs.workers)
+        self.ring.deepen(knobs.prefetch)
+        self.bound.raise_limit(knobs.reads)
+
     # -- hosting ----------------------------------------------------------------------------
     def spawn(self) -> None:
         """Run the work in a background task of the running event loop (bare ``async for``)."""
@@ -134,20 +157,22 @@ class StreamWork(Generic[BatchT]):
         ring = self.ring
         self.running = True
         self.counters.work_started(self)
+        tuner = self.tuner
+        if tuner is not None:
+            tuner.begin(self._start)
         assert self._scope is not None
         try:
             with self._scope:
-                builders = config.prefetch
+                builders = config.prefetch if tuner is None else tuner.bounds.prefetch
                 if self._stop is not None:
                     builders = max(1, min(builders, self._stop - self._start))
-                if config.workers > 0 and config.executor == "thread":
-                    self._threads = BuildThreads(config.workers)
+                workers = config.workers if tuner is None else tuner.knobs.workers
+                if workers > 0 and config.executor == "thread":
+                    self._threads = BuildThreads(workers)
                 elif config.executor == "process":  # worker processes build whole steps
                     assert self._pool is not None
                     self._processes = await self._pool.acquire()
-                self._read = make_batch_reader(
-                    config.dataset, self.bound, self._threads, config.workers
-                )
+                self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
                 plan_reads = getattr(config.dataset, "plan_reads", None)
                 if callable(plan_reads):  # a source that reads by the plan: off the loop
                     await anyio.to_thread.run_sync(
@@ -202,23 +227,24 @@ class StreamWork(Generic[BatchT]):
         config = self.config
         stats = self.counters
         plan = await self._plan(step)
+        clock = config.clock
         processes = self._processes
         if processes is not None and processes.reads_in_workers:  # only the plan goes
-            build_started = time.perf_counter()
+            build_started = clock()
             self.bound.total += plan.size
             batch = await processes.build(plan, None)
-            stats.build_seconds += time.perf_counter() - build_started
+            stats.build_seconds += clock() - build_started
             stats.batches_built += 1
             return batch  # type: ignore[no-any-return]
-        read_started = time.perf_counter()
+        read_started = clock()
         assert self._read is not None
         samples = await self._read(plan, group)
-        build_started = time.perf_counter()
+        build_started = clock()
         stats.read_seconds += build_started - read_started
         threads = self._threads
         if processes is not None:
             batch = await processes.build(plan, samples)
-            stats.build_seconds += time.perf_counter() - build_started
+            stats.build_seconds += clock() - build_started
             stats.batches_built += 1
             return batch  # type: ignore[no-any-return]
         if threads is None:
@@ -232,7 +258,7 @@ class StreamWork(Generic[BatchT]):
             config.takes_rng,
             discard=release_batch,
         )
-        stats.build_seconds += time.perf_counter() - build_started
+        stats.build_seconds += clock() - build_started
         stats.batches_built += 1
         return batch  # type: ignore[no-any-return]
 
@@ -250,10 +276,10 @@ class StreamWork(Generic[BatchT]):
     def build_now(self, unbuilt: Unbuilt) -> BatchT:
         """Build a step read ahead with ``workers=0``, in the consumer's task."""
         config = self.config
-        started = time.perf_counter()
+        started = config.clock()
         batch = build_batch(
             unbuilt.plan, unbuilt.samples, config.transform, config.collator, config.takes_rng
         )
-        self.counters.build_seconds += time.perf_counter() - started
+        self.counters.build_seconds += config.clock() - started
         self.counters.batches_built += 1
         return batch  # type: ignore[no-any-return]
