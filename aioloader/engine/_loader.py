@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
 from ..core._check import as_int, positive_up_to, u64
 from ..core._samplers import Sampler, check_sampler
-from ._build import Transform, transform_takes_rng
+from ._bad_samples import ErrorHandler, SkippedSample, check_on_error
+from ._build import SamplesOnlyCollator, Transform, collator_takes_plan, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
 from ._reads import describe_dataset_kind
 from ._ring import RingStatistics
@@ -23,6 +24,8 @@ from ._work import StreamWork
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
 
+OnError = Literal["raise", "skip"] | ErrorHandler
+"""``"raise"``, ``"skip"`` or ``on_error(error, index) -> sample | None``."""
 THREADLESS_PLATFORMS = ("emscripten", "wasi")
 STATE_VERSION = 2
 PREFETCH_LIMIT = 1 << 16
@@ -39,6 +42,7 @@ CONFIGURATION = frozenset(
         "prefetch",
         "max_inflight_reads",
         "executor",
+        "on_error",
     }
 )
 EXECUTORS = ("thread", "process")
@@ -46,7 +50,12 @@ EXECUTORS = ("thread", "process")
 
 @dataclass(frozen=True, slots=True)
 class LoaderStatistics:
-    """What the loader has done: answers "is the trainer waiting for data?"."""
+    """What the loader has done: answers "is the trainer waiting for data?".
+
+    ``samples_skipped`` counts the samples that failed and were replaced under
+    ``on_error``; ``skipped`` keeps the first ``MAX_SKIPPED_KEPT`` of them (step, slot,
+    index, reason).
+    """
 
     batches_delivered: int
     batches_built: int
@@ -58,6 +67,8 @@ class LoaderStatistics:
     reads_total: int
     next_step: int
     ring: RingStatistics | None
+    samples_skipped: int = 0
+    skipped: tuple[SkippedSample, ...] = ()
 
     @property
     def mean_wait_per_batch(self) -> float:
@@ -102,7 +113,8 @@ class DataLoader(Generic[SampleT, BatchT]):
         dataset: ``async get_sample(index)`` (optionally ``async get_samples(indices)``),
             or a sync ``get_sample`` / ``__getitem__``, which is read in threads.
         sampler: any sampler of ``aioloader.core``.
-        collator: ``collator(samples, plan) -> batch``, synchronous and pure.
+        collator: ``collator(samples, plan) -> batch``, synchronous and pure; a collator
+            of one parameter (torch's ``collate_fn(samples)``) is called without the plan.
         seed: the run's seed, in ``[0, 2^64)``.
         transform: optional ``transform(sample, rng) -> sample`` (rng stream 0), or
             ``transform(sample) -> sample`` for a transform without randomness (then no
@@ -117,6 +129,11 @@ class DataLoader(Generic[SampleT, BatchT]):
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
             each stream.
         start_step: the cursor that ``async for batch in loader`` starts from.
+        on_error: what a sample whose read or transform raises does: ``"raise"`` (the
+            default) ends the stream at its step; ``"skip"`` replaces it by an index drawn
+            as a pure function of ``(seed, step, slot, attempt)``; a callable
+            ``on_error(error, index) -> sample | None`` returns the sample that takes the
+            slot, or None to skip (docs/bad-samples.md).
     """
 
     dataset: Any  # what the user passed (read-only after construction)
@@ -129,6 +146,7 @@ class DataLoader(Generic[SampleT, BatchT]):
     executor: str
     prefetch: int
     max_inflight_reads: int
+    on_error: Any
 
     def __init__(
         self,
@@ -143,10 +161,14 @@ class DataLoader(Generic[SampleT, BatchT]):
         prefetch: int = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
+        on_error: OnError = "raise",
     ) -> None:
         check_sampler(sampler)
         if not callable(collator):
             raise TypeError(f"collator must be callable but got {type(collator).__name__}")
+        build_collator: Callable[..., Any] = collator
+        if not collator_takes_plan(collator):
+            build_collator = SamplesOnlyCollator(cast(Callable[[Sequence[Any]], Any], collator))
         if transform is not None and not callable(transform):
             raise TypeError(
                 f"transform must be callable or None but got {type(transform).__name__}"
@@ -173,7 +195,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         config = LoaderConfig(
             dataset=dataset,
             sampler=sampler,
-            collator=collator,
+            collator=build_collator,
             transform=transform,
             takes_rng=transform is not None and transform_takes_rng(transform),
             seed=checked_seed,
@@ -185,10 +207,15 @@ class DataLoader(Generic[SampleT, BatchT]):
             max_inflight_reads=positive_up_to(
                 "max_inflight_reads", max_inflight_reads, READS_LIMIT
             ),
+            on_error=check_on_error(
+                on_error, length if length is not None else items, checked_seed
+            ),
         )
         attributes = self.__dict__
-        for name in CONFIGURATION:
+        for name in CONFIGURATION - {"collator", "on_error"}:
             attributes[name] = getattr(config, name)
+        attributes["collator"] = collator
+        attributes["on_error"] = on_error
         self._config = config
         self._cursor = ResumeCursor(u64("start_step", start_step))
         self._counters = LoaderCounters()
@@ -338,6 +365,8 @@ class DataLoader(Generic[SampleT, BatchT]):
             reads_total=total,
             next_step=self._cursor.step,
             ring=ring,
+            samples_skipped=stats.samples_skipped,
+            skipped=tuple(stats.skipped),
         )
 
     def __repr__(self) -> str:

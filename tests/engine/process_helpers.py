@@ -141,3 +141,24 @@ class Opaque:
 def opaque_collator(samples: Sequence[Any], plan: BatchPlan) -> dict[str, Any]:
     """Returns a batch that cannot leave the worker."""
     return {"x": np.stack(samples), "handle": Opaque()}
+
+
+BAD_INDICES = frozenset({3, 17})
+"""The indices whose sample the bad-sample tests cannot read or transform."""
+
+
+def index_rows(n: int) -> list[npt.NDArray[np.float64]]:
+    """Sample i is the row ``[i]``: a batch shows which indices it holds."""
+    return [np.array([float(i)]) for i in range(n)]
+
+
+def refuse_bad_rows(sample: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """A one-parameter transform that raises on the rows of ``BAD_INDICES``."""
+    if int(sample[0]) in BAD_INDICES:
+        raise ValueError(f"cannot transform row {int(sample[0])}")
+    return sample
+
+
+def stack_rows(samples: Sequence[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
+    """A torch-style one-argument collator: the rows stacked into a column."""
+    return np.concatenate(list(samples))
