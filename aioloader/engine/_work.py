@@ -225,9 +225,7 @@ class StreamWork(Generic[BatchT]):
         if self._processes is not None:
             return await self._processes.build(plan, samples)
         if self._threads is None:  # workers=0 with a bad-sample policy: build on the loop
-            return build_batch(
-                plan, samples, config.transform, config.collator, config.takes_rng
-            )
+            return build_batch(plan, samples, config.transform, config.collator, config.takes_rng)
         return await self._threads.run(
             build_batch,
             plan,
