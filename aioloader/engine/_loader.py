@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ BatchT = TypeVar("BatchT")
 
 OnError = Literal["raise", "skip"] | ErrorHandler
 """``"raise"``, ``"skip"`` or ``on_error(error, index) -> sample | None``."""
+resume_logger = logging.getLogger("aioloader.resume")
 THREADLESS_PLATFORMS = ("emscripten", "wasi")
 STATE_VERSION = 2
 PREFETCH_LIMIT = 1 << 16
@@ -221,6 +223,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._counters = LoaderCounters()
         self._works = self._counters.running  # the works of the streams still running
         self._latest: StreamWork[BatchT] | None = None
+        self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in CONFIGURATION:
@@ -280,10 +283,30 @@ class DataLoader(Generic[SampleT, BatchT]):
         return self.epoch()
 
     def __iter__(self) -> Iterator[BatchT]:
+        """The rest of the cursor's epoch, for synchronous code (a portal thread).
+
+        When the previous ``for batch in loader`` left this same epoch early (``break``),
+        this loop serves the rest of that epoch, where torch's ``DataLoader`` would start a
+        new one: a one-line warning on the ``aioloader.resume`` logger says so (silence it
+        with ``logging.getLogger("aioloader.resume").setLevel(logging.ERROR)``).
+        """
         from ._blocking import iterate_blocking
 
         steps = self.steps_per_epoch
-        return iterate_blocking(self, None, (self._cursor.step // steps + 1) * steps)
+        step = self._cursor.step
+        end = (step // steps + 1) * steps
+        if self._sync_epoch_end == end and step % steps:
+            resume_logger.warning(
+                "aioloader: this for loop resumes epoch %d at global step %d (%d of %d steps "
+                "left) because the previous loop left it early; torch would start a new "
+                "epoch (silence: logging.getLogger('aioloader.resume').setLevel(logging.ERROR))",
+                step // steps,
+                step,
+                end - step,
+                steps,
+            )
+        self._sync_epoch_end = end
+        return iterate_blocking(self, None, end)
 
     def iter_sync(
         self,
@@ -344,6 +367,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._cursor.step = check_state(
             state, STATE_VERSION, self.seed, fingerprint, description, check_stream=check_stream
         )
+        self._sync_epoch_end = None  # a resume mid-epoch is what the caller asked for
 
     def statistics(self) -> LoaderStatistics:
         """Counters of the loader, with the ring of the latest stream."""
