@@ -140,7 +140,7 @@ class DataLoader(Generic[SampleT, BatchT]):
 
     dataset: Any  # what the user passed (read-only after construction)
     sampler: Sampler
-    collator: Collator[Any, BatchT]
+    collator: Collator[Any, BatchT]  # as passed: a one-argument collator stays one
     transform: Transform | None
     seed: int
     workers: int
@@ -154,7 +154,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         self,
         dataset: Dataset[Any] | SyncDataset[Any],
         sampler: Sampler,
-        collator: Collator[SampleT, BatchT],
+        collator: Collator[SampleT, BatchT] | Callable[[Sequence[SampleT]], BatchT],
         *,
         seed: int,
         transform: Transform | None = None,
@@ -170,7 +170,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             raise TypeError(f"collator must be callable but got {type(collator).__name__}")
         build_collator: Callable[..., Any] = collator
         if not collator_takes_plan(collator):
-            build_collator = SamplesOnlyCollator(cast(Callable[[Sequence[Any]], Any], collator))
+            build_collator = SamplesOnlyCollator(cast("Callable[[Sequence[Any]], Any]", collator))
         if transform is not None and not callable(transform):
             raise TypeError(
                 f"transform must be callable or None but got {type(transform).__name__}"
