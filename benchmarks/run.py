@@ -83,7 +83,8 @@ NOTES = {
     "W1U": [
         "Every row runs the same user functions on the same order and gives the plain loop's "
         "batches bit for bit (checked on 20 steps across an epoch boundary before timing). "
-        "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop.",
+        "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop, "
+        "rows named iter_sync with `for batch in loader.iter_sync(...)` (loop on uvloop).",
     ],
     "W2": [
         "Ratios: each aioloader row against the hand-written aiohttp row of the same path and "
@@ -366,6 +367,16 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
             _target("W1u: async dataset workers=0 >= 1.0x torch 0 workers", async0, torch0, 1)
         )
         out.append(_target("W1u: sync dataset best >= 0.95x plain loop", sync_best, plain, 0.95))
+        named = {c.system: c for c in w1u}
+        zero = "aioloader async get_sample, workers=0"
+        for suffix in ("", ", transform(x, rng)"):
+            sync_row = named.get(f"{zero}, iter_sync{suffix}")
+            async_row = named.get(f"{zero}, async for{suffix}" if suffix else zero)
+            out.append(
+                _target(f"W1u: iter_sync >= 0.95x async for{suffix}", sync_row, async_row, 0.95)
+            )
+        rng_row = named.get(f"{zero}, async for, transform(x, rng)")
+        out.append(_target("W1u: async for transform(x, rng) >= 0.9x plain", rng_row, plain, 0.9))
     if any(c.workload == "W5" for c in cases):
         zero5 = _best(cases, "W5", "aioloader", "aioloader workers=0")
         two5 = _best(cases, "W5", "aioloader", "aioloader workers=2")

@@ -199,6 +199,62 @@ class Aioloader(System):
             return time.perf_counter() - started
 
 
+class EpochsAioloader(Aioloader):
+    """2 processes over 3 epochs of one loader: persistent workers against per-epoch ones."""
+
+    epochs = 3
+
+    def __init__(self, cfg: W1PConfig, samples: list[Any], persistent: bool) -> None:
+        super().__init__(cfg, samples, 2, "process")
+        self.persistent = persistent
+        how = "persistent" if persistent else "per-epoch (persistent_workers=False)"
+        self.name = f"aioloader processes workers=2, {self.epochs} epochs, {how}"
+        self.note = (
+            f"DataLoader(executor='process', workers=2, persistent_workers={persistent}); "
+            f"a new loader per round, {self.epochs} epoch streams of count/{self.epochs} "
+            "batches each, timed from the first stream's opening (start-up included)"
+        )
+        self.later_first_batch: list[float] = []
+
+    def _loader(self) -> Any:
+        from aioloader import DataLoader
+
+        return DataLoader(
+            self.dataset,
+            ShuffledSampler(self.cfg.samples, self.cfg.batch),
+            collate,
+            seed=SEED,
+            transform=gil_transform,
+            workers=2,
+            executor="process",
+            persistent_workers=self.persistent,
+            prefetch=self.cfg.prefetch,
+        )
+
+    def measure(self, warm: int, count: int) -> float:
+        import anyio
+
+        per_epoch = max(1, count // self.epochs)
+        steps = self.cfg.steps_per_epoch
+
+        async def consume() -> float:
+            loader = self._loader()
+            started = time.perf_counter()
+            for epoch in range(self.epochs):
+                opened = time.perf_counter()
+                first = True
+                async with loader.stream(epoch * steps, epoch * steps + per_epoch) as stream:
+                    async for _ in stream:
+                        if first and epoch > 0:
+                            self.later_first_batch.append(time.perf_counter() - opened)
+                        first = False
+            ended = time.perf_counter()
+            await loader.aclose()
+            return per_epoch * self.epochs / (ended - started)
+
+        return float(anyio.run(consume, backend_options={"use_uvloop": True}))
+
+
 def _cpu_seconds(pid: int) -> float:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -344,6 +400,8 @@ def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> l
         Aioloader(cfg, samples, 0, "thread"),
         Aioloader(cfg, samples, 2, "thread"),
         Aioloader(cfg, samples, 2, "process"),
+        EpochsAioloader(cfg, samples, persistent=True),
+        EpochsAioloader(cfg, samples, persistent=False),
     ]
     for module, build in (
         ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 2)]),
@@ -378,7 +436,7 @@ def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
     out = []
     for system in found:
         facts: dict[str, Any] = {}
-        if isinstance(system, Aioloader):
+        if isinstance(system, Aioloader) and not isinstance(system, EpochsAioloader):
             facts["first batch (s)"] = round(system.first_batch_seconds(), 3)
         if sys.platform == "linux":
             own, below = system.cpu_per_batch(8, 80)
@@ -402,7 +460,17 @@ def targets(cases: list[Case], target: Callable[..., dict[str, Any]]) -> list[di
     """The issue's W1P targets, from one run."""
     by_name = {c.system: c for c in cases if c.workload == "W1P" and c.values}
     processes = by_name.get("aioloader processes workers=2")
+    persistent = next(
+        (c for c in cases if c.workload == "W1P" and c.system[-10:] == "persistent"), None
+    )
+    per_epoch = next((c for c in cases if c.workload == "W1P" and "per-epoch" in c.system), None)
     return [
+        target(
+            "W1P: 3 epochs with persistent workers >= 1.0x per-epoch workers",
+            persistent,
+            per_epoch,
+            1.0,
+        ),
         target(
             "W1P: 2 worker processes >= 1.7x workers=0",
             processes,

@@ -60,6 +60,11 @@ def transform(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return x * np.float32(1.5) + np.float32(0.25)
 
 
+def transform_with_rng(x: np.ndarray[Any, Any], rng: Any) -> np.ndarray[Any, Any]:
+    """The same work with the rng signature: the loader derives a generator per sample."""
+    return transform(x)
+
+
 def collate(samples: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
     """The user's collate function: pad to a multiple of 4 and stack."""
     width = max(sample.shape[-1] for sample in samples)
@@ -135,50 +140,65 @@ class PlainLoop(System):
 
 
 class Aioloader(System):
+    """The loader consumed by ``for batch in loader.iter_sync(...)`` (a synchronous trainer)."""
+
     group = "aioloader"
+    consumer = "iter_sync"
 
     def __init__(
-        self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]], workers: int, kind: str
+        self,
+        cfg: W1uConfig,
+        images: list[np.ndarray[Any, Any]],
+        workers: int,
+        kind: str,
+        *,
+        rng: bool = False,
+        executor: str = "thread",
+        named: bool = False,
     ) -> None:
         self.cfg, self.workers, self.kind = cfg, workers, kind
+        self.rng, self.executor = rng, executor
         self.dataset: Any = AsyncImages(images) if kind == "async" else list(images)
         how = "async get_sample" if kind == "async" else "sync list (in memory)"
-        self.name = f"aioloader {how}, workers={workers}"
+        pool = "process workers" if executor == "process" else "workers"
+        self.name = f"aioloader {how}, {pool}={workers}"
+        if named:  # the rows beyond the original async-for grid say how they differ
+            self.name += f", {self.consumer}"
+            if rng:
+                self.name += ", transform(x, rng)"
         self.note = (
             f"DataLoader({'AsyncImages' if kind == 'async' else 'list'}, ShuffledSampler, "
-            f"collate, transform=transform, workers={workers}, prefetch={cfg.prefetch}); "
-            "async for on uvloop"
+            f"collate, transform={'transform_with_rng' if rng else 'transform'}, "
+            f"workers={workers}, executor={executor!r}, prefetch={cfg.prefetch}); "
+            + ("async for on uvloop" if self.consumer == "async for" else "iter_sync on uvloop")
         )
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        loader = DataLoader(
+    def loader(self) -> DataLoader[Any, Any]:
+        return DataLoader(
             self.dataset,
             sampler(self.cfg),
             collate_with_plan,
             seed=SEED,
-            transform=transform,
+            transform=transform_with_rng if self.rng else transform,
             workers=self.workers,
+            executor=self.executor,
             prefetch=self.cfg.prefetch,
         )
-        # For the check before timing; the timed runs consume with async for (below).
-        yield loader.iter_sync(0, stop, backend_options={"use_uvloop": True})
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        # The check before timing, and the timed runs of the iter_sync rows.
+        yield self.loader().iter_sync(0, stop, backend_options={"use_uvloop": True})
 
 
 class AsyncConsumer(Aioloader):
     """The same loader consumed by ``async for`` inside one event loop (no portal)."""
 
+    consumer = "async for"
+
     def measure(self, warm: int, count: int) -> float:
         async def run() -> float:
-            loader = DataLoader(
-                self.dataset,
-                sampler(self.cfg),
-                collate_with_plan,
-                seed=SEED,
-                transform=transform,
-                workers=self.workers,
-                prefetch=self.cfg.prefetch,
-            )
+            loader = self.loader()
             seen = 0
             started = 0.0
             async with loader.stream(0, warm + count) as batches:
@@ -307,6 +327,13 @@ def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> li
     found: list[System] = [PlainLoop(cfg, images)]
     found += [AsyncConsumer(cfg, images, w, "async") for w in (0, 1, 2)]
     found += [AsyncConsumer(cfg, images, w, "sync") for w in (0, 1, 2)]
+    found += [
+        AsyncConsumer(cfg, images, 0, "async", rng=True, named=True),
+        Aioloader(cfg, images, 0, "async", named=True),
+        Aioloader(cfg, images, 0, "async", rng=True, named=True),
+        AsyncConsumer(cfg, images, 2, "sync", executor="process"),
+        Aioloader(cfg, images, 2, "sync", executor="process", named=True),
+    ]
     optional: list[tuple[str, Callable[[], list[System]]]] = [
         ("torch", lambda: [Torch(cfg, images, w) for w in (0, 1, 2)]),
         ("spdl", lambda: [Spdl(cfg, images)]),

@@ -163,6 +163,7 @@ def _child_aioloader(spec: dict[str, Any]) -> dict[str, Any]:
             connect_timeout=spec["timeout"],
             read_timeout=spec["timeout"],
             retry=RetryPolicy(max_attempts=1),
+            allow=["127.0.0.1"],
         ) as fetcher:
             return await ingest(
                 spec["url_file"],

@@ -103,7 +103,8 @@ def decode(sample: dict[str, Any], index: int) -> np.ndarray:
 
 async def main(base: str, store: Any) -> None:
     urls = [f"{base}/img/{n}.jpg" for n in range(300)]
-    async with HttpFetcher(max_in_flight=32, max_per_host=32) as fetcher:
+    # The demo server is on loopback, which the fetcher refuses unless allowed.
+    async with HttpFetcher(max_in_flight=32, max_per_host=32, allow=["127.0.0.1"]) as fetcher:
         summary = await ingest(
             urls,
             "pictures/",

@@ -38,6 +38,7 @@ class LoaderConfig:
         prefetch: ring slots per stream.
         max_inflight_reads: bound on concurrent reads per stream.
         on_error: the bad-sample policy; None raises (the default).
+        persistent_workers: whether worker processes outlive a stream (``"process"``).
     """
 
     dataset: Any
@@ -53,6 +54,7 @@ class LoaderConfig:
     prefetch: int
     max_inflight_reads: int
     on_error: ErrorPolicy | None = None
+    persistent_workers: bool = False
 
     def plan(self, step: int) -> BatchPlan:
         """The plan of ``step``, its indices checked against the dataset."""

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
+import anyio
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
@@ -16,11 +17,13 @@ from ..core._samplers import Sampler, check_sampler
 from ._bad_samples import ErrorHandler, SkippedSample, check_on_error
 from ._build import SamplesOnlyCollator, Transform, collator_takes_plan, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
-from ._reads import describe_dataset_kind
+from ._processes import ProcessStatistics
+from ._reads import describe_dataset_kind, sync_getter
 from ._ring import RingStatistics
 from ._state import check_state, stream_fingerprint
 from ._stream import BatchStream
 from ._work import StreamWork
+from ._worker_pool import WorkerPool
 
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
@@ -45,6 +48,7 @@ CONFIGURATION = frozenset(
         "max_inflight_reads",
         "executor",
         "on_error",
+        "persistent_workers",
     }
 )
 EXECUTORS = ("thread", "process")
@@ -69,6 +73,7 @@ class LoaderStatistics:
     reads_total: int
     next_step: int
     ring: RingStatistics | None
+    processes: ProcessStatistics | None = None
     samples_skipped: int = 0
     skipped: tuple[SkippedSample, ...] = ()
 
@@ -126,6 +131,10 @@ class DataLoader(Generic[SampleT, BatchT]):
         executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
             whole steps into recycled shared memory, for transforms that hold the GIL
             (transform, collator, samples and batches must pickle).
+        persistent_workers: with ``executor="process"``, keep the processes from the first
+            stream to ``aclose()`` (or garbage collection): later streams and epochs start
+            at once. ``None`` (default) means True for processes; ``False`` starts and stops
+            them with every stream.
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
             and built with workers; with ``workers=0`` read ahead and built when taken).
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
@@ -146,6 +155,7 @@ class DataLoader(Generic[SampleT, BatchT]):
     workers: int
     requested_workers: int
     executor: str
+    persistent_workers: bool
     prefetch: int
     max_inflight_reads: int
     on_error: Any
@@ -160,6 +170,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         transform: Transform | None = None,
         workers: int = 0,
         executor: str = "thread",
+        persistent_workers: bool | None = None,
         prefetch: int = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
@@ -194,6 +205,15 @@ class DataLoader(Generic[SampleT, BatchT]):
             raise ValueError(
                 f"executor='process' requires workers >= 1 but got workers={requested_workers}"
             )
+        if persistent_workers not in (None, True, False):
+            raise TypeError(
+                f"persistent_workers must be True, False or None but got {persistent_workers!r}"
+            )
+        if persistent_workers and executor != "process":
+            raise ValueError(
+                "persistent_workers=True needs executor='process' (build threads are cheap "
+                f"to start) but executor={executor!r}"
+            )
         config = LoaderConfig(
             dataset=dataset,
             sampler=sampler,
@@ -212,6 +232,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             on_error=check_on_error(
                 on_error, length if length is not None else items, checked_seed
             ),
+            persistent_workers=executor == "process" and persistent_workers is not False,
         )
         attributes = self.__dict__
         for name in CONFIGURATION - {"collator", "on_error"}:
@@ -224,6 +245,13 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._works = self._counters.running  # the works of the streams still running
         self._latest: StreamWork[BatchT] | None = None
         self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
+        self._worker_pool = WorkerPool(
+            self.workers,
+            transform,
+            build_collator,
+            persistent=self.persistent_workers,
+            reader=sync_getter(dataset) if executor == "process" else None,
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in CONFIGURATION:
@@ -266,7 +294,9 @@ class DataLoader(Generic[SampleT, BatchT]):
         return self._open(first, last, moves_cursor=start is None)
 
     def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
-        work: StreamWork[BatchT] = StreamWork(self._config, self._counters, start, stop)
+        work: StreamWork[BatchT] = StreamWork(
+            self._config, self._counters, start, stop, self._worker_pool
+        )
         self._latest = work
         return BatchStream(work, self._cursor if moves_cursor else None)
 
@@ -334,6 +364,14 @@ class DataLoader(Generic[SampleT, BatchT]):
             work.cancel()
             await work.wait_ended()
 
+    async def aclose(self) -> None:
+        """``aclose_streams()``, then stop the persistent worker processes (in a thread).
+
+        The loader stays usable: a later stream starts new processes.
+        """
+        await self.aclose_streams()
+        await anyio.to_thread.run_sync(self._worker_pool.close)
+
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The whole resumable state: version, seed, next step and the stream's fingerprint.
@@ -389,6 +427,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             reads_total=total,
             next_step=self._cursor.step,
             ring=ring,
+            processes=self._worker_pool.statistics(),
             samples_skipped=stats.samples_skipped,
             skipped=tuple(stats.skipped),
         )

@@ -28,6 +28,7 @@ from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, add_slot_note, make_batch_reader, make_sample_reader
 from ._ring import PrefetchRing
 from ._threads import BuildThreads
+from ._worker_pool import WorkerPool
 
 BatchT = TypeVar("BatchT")
 logger = logging.getLogger("aioloader")
@@ -54,9 +55,15 @@ class StreamWork(Generic[BatchT]):
     """
 
     def __init__(
-        self, config: LoaderConfig, counters: LoaderCounters, start: int, stop: int | None
+        self,
+        config: LoaderConfig,
+        counters: LoaderCounters,
+        start: int,
+        stop: int | None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self.config = config
+        self._pool = pool  # the loader's worker processes (executor="process")
         self.counters = counters
         self.ring: PrefetchRing[BatchT] = PrefetchRing(config.prefetch, start, stop, release_batch)
         self.bound = ReadBound(config.max_inflight_reads)
@@ -138,15 +145,16 @@ class StreamWork(Generic[BatchT]):
                 if config.workers > 0 and config.executor == "thread":
                     self._threads = BuildThreads(config.workers)
                 elif config.executor == "process":  # worker processes build whole steps
-                    self._processes = ProcessBuilders(
-                        config.workers, config.transform, config.collator
-                    )
+                    assert self._pool is not None
+                    self._processes = await self._pool.acquire()
                 self._read = make_batch_reader(
                     config.dataset, self.bound, self._threads, config.workers
                 )
                 plan_reads = getattr(config.dataset, "plan_reads", None)
-                if callable(plan_reads):  # a source that reads ahead by the plan (a cache)
-                    plan_reads(config.sampler, config.seed, self._start)
+                if callable(plan_reads):  # a source that reads by the plan: off the loop
+                    await anyio.to_thread.run_sync(
+                        plan_reads, config.sampler, config.seed, self._start
+                    )
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):
                         group.start_soon(self._builder)
@@ -160,7 +168,8 @@ class StreamWork(Generic[BatchT]):
                 self._threads.close()
                 self._threads = None
             if self._processes is not None:
-                self._processes.close()
+                assert self._pool is not None
+                await self._pool.release(self._processes)
                 self._processes = None
             self._read = None
             self.running = False
@@ -194,9 +203,18 @@ class StreamWork(Generic[BatchT]):
     async def _build_step(self, step: int, group: anyio.abc.TaskGroup) -> BatchT:
         stats = self.counters
         plan = await self._plan(step)
+        processes = self._processes
+        policy = self.config.on_error
+        if processes is not None and processes.reads_in_workers and policy is None:
+            # only the plan goes (with a bad-sample policy the parent reads, to repair)
+            build_started = time.perf_counter()
+            self.bound.total += plan.size
+            batch = await processes.build(plan, None)
+            stats.build_seconds += time.perf_counter() - build_started
+            stats.batches_built += 1
+            return batch  # type: ignore[no-any-return]
         read_started = time.perf_counter()
         assert self._read is not None
-        policy = self.config.on_error
         repairs = None if policy is None else StepRepairs(policy, plan, stats)
         if repairs is None:
             samples = await self._read(plan, group)
@@ -204,7 +222,7 @@ class StreamWork(Generic[BatchT]):
             samples = await self._read_repaired(plan, group, repairs)
         build_started = time.perf_counter()
         stats.read_seconds += build_started - read_started
-        if repairs is None and self._threads is None and self._processes is None:
+        if repairs is None and self._threads is None and processes is None:
             return cast(BatchT, Unbuilt(plan, samples))
         while True:
             try:

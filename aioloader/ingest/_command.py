@@ -60,6 +60,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--per-host", type=positive, default=16, help="requests per host")
     parser.add_argument("--connect-timeout", type=positive_float, default=10.0, help="seconds")
     parser.add_argument("--read-timeout", type=positive_float, default=30.0, help="seconds")
+    parser.add_argument(
+        "--total-timeout",
+        type=positive_float,
+        default=60.0,
+        help="seconds one attempt may take, body included (default 60)",
+    )
+    parser.add_argument(
+        "--min-rate",
+        type=positive_float,
+        default=1024.0,
+        help="slowest body accepted in bytes/s, measured over --min-rate-grace (default 1024)",
+    )
+    parser.add_argument(
+        "--min-rate-grace", type=positive_float, default=10.0, help="seconds (default 10)"
+    )
+    parser.add_argument(
+        "--allow-address",
+        action="append",
+        default=[],
+        metavar="CIDR_OR_HOST",
+        help="fetch from this non-public network or host too (repeatable), e.g. 10.0.0.0/8; "
+        "by default loopback, link-local, private, multicast and reserved addresses are refused",
+    )
     parser.add_argument("--retries", type=int, default=2, help="retries of transient failures")
     parser.add_argument(
         "--max-body-bytes", type=positive, default=32 * 1024 * 1024, help="largest body"
@@ -70,6 +93,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         dest="content_types",
         metavar="TYPE",
         help="accepted media type, 'image/' for any image (repeatable; default any)",
+    )
+    parser.add_argument(
+        "--reorder-bytes",
+        type=positive,
+        default=512 * 1024 * 1024,
+        help="bytes of finished inputs held waiting for an earlier one (default 512 MiB)",
     )
     parser.add_argument("--shard-samples", type=positive, default=10_000, help="per shard")
     parser.add_argument("--shard-bytes", type=positive, default=256 * 1024 * 1024)
@@ -148,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
             max_per_host=args.per_host,
             connect_timeout=args.connect_timeout,
             read_timeout=args.read_timeout,
+            total_timeout=args.total_timeout,
+            min_rate=args.min_rate,
+            min_rate_grace=args.min_rate_grace,
+            allow=args.allow_address,
             retry=RetryPolicy(max_attempts=args.retries + 1, initial_backoff=0.5),
             max_body_bytes=args.max_body_bytes,
             content_types=args.content_types,
@@ -162,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
                 image=image,
                 fetcher=fetcher,
                 reorder_window=4 * args.max_in_flight,
+                reorder_bytes=args.reorder_bytes,
                 threads=args.threads,
                 shard_samples=args.shard_samples,
                 shard_bytes=args.shard_bytes,

@@ -2,11 +2,11 @@
 
     summary = await ingest("urls.jsonl", "shards/", size=256, max_in_flight=256)
 
-The pipeline is a ``Stream``: inputs (from the resume point on) -> an ordered ``map`` that
-fetches and, in worker threads, decodes and resizes -> the ``TarShardWriter``. Fetches run
-concurrently and finish in any order, but the ordered map hands results on in input order
-(holding at most ``reorder_window`` of them), so every shard covers a contiguous range of
-input positions and the manifest's end is an exact checkpoint.
+The pipeline: inputs (from the resume point on) -> a ``ReorderWindow`` that fetches and,
+in worker threads, decodes and resizes -> the ``TarShardWriter``. Fetches run
+concurrently and finish in any order, but the window hands results on in input order
+(holding at most ``reorder_window`` inputs and ``reorder_bytes`` bytes), so every shard
+covers a contiguous range of input positions and the manifest's end is an exact checkpoint.
 
 Exactly once: each input becomes one sample (key: its position, zero-padded) or one
 failure record, in the shard that covers its position. A run killed at any moment leaves a
@@ -32,10 +32,11 @@ from ..sinks._manifest import FailureRecord, ShardRecord
 from ..sinks._tar_writer import TarShardWriter
 from ..sources._http import HttpFetcher
 from ..sources._http_result import FetchResult
-from ..sources._stream import Stream
+from ._extras import require_ingest_packages
 from ._images import ImageOptions, ProcessedImage, process_image
 from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
 from ._summary import IngestSummary
+from ._window import ReorderWindow
 
 __all__ = ("ingest", "ingest_sync")
 
@@ -57,6 +58,15 @@ class _Outcome:
     fetched: FetchResult
     fields: dict[str, bytes] | None
     failure: FailureRecord | None
+
+    def held_bytes(self) -> int:
+        """Bytes this outcome keeps alive: its fields, and the fetched body if not one."""
+        fields = self.fields or {}
+        body = self.fetched.body
+        kept = sum(len(value) for value in fields.values())
+        if body is not None and not any(value is body for value in fields.values()):
+            kept += len(body)
+        return kept
 
 
 def _records(
@@ -188,6 +198,7 @@ async def ingest(
     max_in_flight: int = 256,
     max_per_host: int = 16,
     reorder_window: int | None = None,
+    reorder_bytes: int = 512 * 1024 * 1024,
     threads: int | None = None,
     shard_samples: int = 10_000,
     shard_bytes: int = 256 * 1024 * 1024,
@@ -216,6 +227,9 @@ async def ingest(
         max_per_host: Requests in flight per host (default fetcher only).
         reorder_window: Inputs in flight or finished but waiting for an earlier one
             (default ``4 * max_in_flight``).
+        reorder_bytes: Bytes of finished inputs waiting for an earlier one (default
+            512 MiB); see ``ReorderWindow``. With a slow input at the head, the window
+            fills behind it and waits until its deadline ends it.
         threads: Worker threads for image work (default: the CPU count).
         shard_samples: Samples per shard.
         shard_bytes: Bytes per shard (roughly).
@@ -234,6 +248,7 @@ async def ingest(
         What the run did (``IngestSummary``).
     """
     started = time.perf_counter()
+    require_ingest_packages(inputs, fetcher, image is not None and image.touches_pixels)
     if stop is not None and stop < start:
         raise ValueError(f"stop must be >= start ({start}) or None but got {stop}")
     window = reorder_window if reorder_window is not None else 4 * max_in_flight
@@ -277,9 +292,11 @@ async def ingest(
     ok = failed = fetched = 0
     reasons: dict[str, int] = {}
     records = _records(inputs, url_field, resumed_from)
-    stream = Stream(_chunked(records, stop)).map(worker, concurrency=window)
+    reorder = ReorderWindow(
+        worker, max_items=window, max_bytes=reorder_bytes, size_of=_Outcome.held_bytes
+    )
     try:
-        async with writer, stream.open() as outcomes:
+        async with writer, reorder.open(_chunked(records, stop)) as outcomes:
             async for outcome in outcomes:
                 if outcome.failure is not None:
                     writer.record_failure(outcome.failure)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -116,19 +116,39 @@ class SharedLimit:
         self.release()
 
 
+async def _close_at_loop_end(
+    close: Callable[[T], Awaitable[object]], value: T
+) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await close(value)
+
+
 class PerLoop(Generic[T]):
     """A value built lazily for the running event loop (limiters cannot cross loops).
 
-    A source object may be used from several event loops in turn (tests, notebooks); each
-    loop gets a fresh value from ``factory``. Only the latest loop's value is kept.
+    A source object may be used from several event loops in turn (tests, notebooks, each
+    ``for batch in loader`` of a synchronous caller); each loop gets a fresh value from
+    ``factory``. Only the latest loop's value is kept.
+
+    With ``close``, each value is closed on its own loop when that loop ends (or when
+    ``aclose`` is awaited): a suspended async generator holds it, and event loops
+    (asyncio, uvloop, trio) finish every such generator as they shut down. So a client
+    built for a loop never outlives it unclosed.
     """
 
-    __slots__ = ("_factory", "_key", "_value")
+    __slots__ = ("_close", "_factory", "_keeper", "_key", "_value")
 
-    def __init__(self, factory: Callable[[], T]) -> None:
+    def __init__(
+        self, factory: Callable[[], T], close: Callable[[T], Awaitable[object]] | None = None
+    ) -> None:
         self._factory = factory
+        self._close = close
         self._key: object = None
         self._value: T | None = None
+        self._keeper: AsyncGenerator[None, None] | None = None
 
     def get(self) -> T:
         """The value for the running loop, built on first use."""
@@ -136,6 +156,10 @@ class PerLoop(Generic[T]):
         if self._value is None or self._key is not key:
             self._value = self._factory()
             self._key = key
+            if self._close is not None:
+                keeper = _close_at_loop_end(self._close, self._value)
+                _start(keeper)
+                self._keeper = keeper
         return self._value
 
     def peek(self) -> T | None:
@@ -143,8 +167,33 @@ class PerLoop(Generic[T]):
         return self._value
 
     def forget(self) -> None:
-        """Drop the value; the next ``get()`` builds a fresh one."""
-        self._value = None
+        """Drop the value without closing it now; the next ``get()`` builds a fresh one."""
+        self._value = self._keeper = None
+
+    async def aclose(self) -> None:
+        """Close the latest loop's value now (``close``), and forget it."""
+        value, keeper = self._value, self._keeper
+        self._value = self._keeper = None
+        self._key = None
+        if keeper is not None:
+            await keeper.aclose()
+        elif value is not None and self._close is not None:
+            with anyio.CancelScope(shield=True):
+                await self._close(value)
+
+
+def _start(generator: AsyncGenerator[None, None]) -> None:
+    """Run ``generator`` to its first ``yield`` now (it awaits nothing before it).
+
+    Starting it here, on the running loop's thread, registers it with that loop's async
+    generator hooks, so the loop finishes it when it shuts down.
+    """
+    step = generator.__anext__()
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    raise RuntimeError("the keeper awaited before its first yield")  # pragma: no cover
 
 
 async def gather_ordered(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:

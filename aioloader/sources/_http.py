@@ -20,22 +20,36 @@ response) and timeouts are transient and retried under ``RetryPolicy`` (exponent
 backoff with seeded jitter). A ``Retry-After`` header (seconds or an HTTP date) lengthens
 the wait to what the server asked, up to ``max_retry_after`` seconds; a server asking for
 more ends the URL at once with reason ``"status"``. Other statuses are final.
+
+Bounded time: each attempt has a deadline, ``total_timeout`` (60 s by default), and a body
+must arrive at ``min_rate`` bytes per second or more (1 KiB/s by default), measured over
+each ``min_rate_grace`` seconds (10 s): a server that trickles a body fails as
+``"timeout"`` with the measured rate in the detail, after one grace period, and is not
+retried (it would trickle again). So with the defaults a URL takes at most about
+``max_attempts`` x 60 s plus the backoff, however its server behaves.
+
+Addresses: redirects are followed here, not by the client library, and each hop's host
+is checked by the ``AddressPolicy`` (see ``_http_policy``): by default only public
+addresses; a refused one ends the URL as ``"blocked_address"``, a redirect to a scheme
+other than http(s) as ``"invalid_url"``, the same on both client libraries.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import anyio
 
 from ..core._check import positive
 from ._concurrency import PerLoop, semaphore
 from ._http_clients import CLIENTS, ClientAdapter, ClientSettings, make_client
+from ._http_policy import AddressPolicy, as_policy
 from ._http_result import FailureReason, FetchResult, HttpStatistics, retry_after
 from ._retry import RetryPolicy
 
@@ -43,6 +57,8 @@ __all__ = ("HttpFetcher",)
 
 DEFAULT_USER_AGENT = "aioloader (+https://pypi.org/project/aioloader)"
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
+_CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
 
 
 def _timeout(name: str, value: Any) -> float | None:
@@ -85,6 +101,10 @@ class _LoopState:
     hosts: _HostSlots
 
 
+async def _close_state(state: _LoopState) -> None:
+    await state.client.aclose()
+
+
 @dataclass
 class _Attempt:
     result: FetchResult
@@ -109,8 +129,13 @@ class HttpFetcher:
         max_per_host: Most requests in flight to one host.
         connect_timeout: Seconds to open a connection (None: no limit).
         read_timeout: Seconds allowed between two reads of a response (None: no limit).
-        total_timeout: Seconds allowed for one attempt, body included (None: no limit);
-            catches servers that trickle a body slowly enough to dodge ``read_timeout``.
+        total_timeout: Seconds allowed for one attempt, redirects and body included
+            (None: no limit); fails as ``"timeout"`` and is retried.
+        min_rate: Slowest body accepted, in bytes per second (None: any); catches
+            servers that trickle a body slowly enough to dodge ``read_timeout``. A body
+            slower than this over a ``min_rate_grace`` window fails as ``"timeout"``
+            (not retried) with the measured rate in the detail.
+        min_rate_grace: Seconds over which ``min_rate`` is measured (each window in turn).
         retry: Retry policy for transient failures (default: 3 attempts).
         max_body_bytes: Largest body accepted; a longer one is cut off as ``"too_large"``.
         content_types: Media types accepted (``"image/"`` accepts every ``image/...``);
@@ -123,7 +148,13 @@ class HttpFetcher:
         client: ``"auto"`` (aiohttp on asyncio when installed, else httpx), ``"aiohttp"``
             (asyncio only) or ``"httpx"``.
         transport: An httpx async transport to send requests through (``client="httpx"``;
-            tests, custom TLS).
+            tests, custom TLS). Host names it resolves are not checked by ``allow``'s
+            policy (IP literals still are); neither are those a proxy from the
+            environment (``trust_env``) reaches.
+        allow: The ``AddressPolicy``, or what it allows besides public addresses: CIDRs,
+            addresses and host names (``["127.0.0.1"]``, ``["10.0.0.0/8"]``). Default:
+            loopback, link-local, private, multicast, reserved and unspecified addresses
+            are refused (``"blocked_address"``), on every hop.
     """
 
     def __init__(
@@ -133,7 +164,9 @@ class HttpFetcher:
         max_per_host: int = 16,
         connect_timeout: float | None = 10.0,
         read_timeout: float | None = 30.0,
-        total_timeout: float | None = None,
+        total_timeout: float | None = 60.0,
+        min_rate: float | None = 1024.0,
+        min_rate_grace: float = 10.0,
         retry: RetryPolicy | None = None,
         max_body_bytes: int = 32 * 1024 * 1024,
         content_types: Sequence[str] | None = None,
@@ -143,6 +176,7 @@ class HttpFetcher:
         trust_env: bool = False,
         client: str = "auto",
         transport: Any = None,
+        allow: AddressPolicy | Sequence[str] | None = None,
     ) -> None:
         if client not in CLIENTS:
             raise ValueError(f"client must be one of {', '.join(CLIENTS)} but got {client!r}")
@@ -152,6 +186,12 @@ class HttpFetcher:
         self.connect_timeout = _timeout("connect_timeout", connect_timeout)
         self.read_timeout = _timeout("read_timeout", read_timeout)
         self.total_timeout = _timeout("total_timeout", total_timeout)
+        self.min_rate = _timeout("min_rate", min_rate)
+        grace = _timeout("min_rate_grace", min_rate_grace)
+        if grace is None:
+            raise ValueError("min_rate_grace must be a number > 0 but got None")
+        self.min_rate_grace = grace
+        self.policy = as_policy(allow)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy but got {type(retry).__name__}")
         self.retry = retry or RetryPolicy(max_attempts=3, initial_backoff=0.5, max_backoff=10.0)
@@ -176,7 +216,7 @@ class HttpFetcher:
         self.headers.update({k.lower(): v for k, v in (headers or {}).items()})
         self.trust_env = bool(trust_env)
         self._transport = transport
-        self._state: PerLoop[_LoopState] = PerLoop(self._new_state)
+        self._state: PerLoop[_LoopState] = PerLoop(self._new_state, _close_state)
         self._requests = self._retries = self._ok = self._failed = 0
         self._bytes = self._in_flight = 0
         self._failures: dict[str, int] = {}
@@ -189,10 +229,10 @@ class HttpFetcher:
             max_in_flight=self.max_in_flight,
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
-            max_redirects=self.max_redirects,
             headers=self.headers,
             trust_env=self.trust_env,
             transport=self._transport,
+            policy=self.policy,
         )
         client = make_client(self.client, settings)
         return _LoopState(client, semaphore(self.max_in_flight), _HostSlots(self.max_per_host))
@@ -213,12 +253,11 @@ class HttpFetcher:
         )
 
     async def aclose(self) -> None:
-        """Close the connections of the running event loop's client."""
-        state = self._state.peek()
-        if state is not None:
-            self._state.forget()
-            with anyio.CancelScope(shield=True):
-                await state.client.aclose()
+        """Close the connections of the running event loop's client.
+
+        A client is also closed when the event loop it was built on ends.
+        """
+        await self._state.aclose()
 
     async def __aenter__(self) -> HttpFetcher:
         return self
@@ -292,44 +331,44 @@ class HttpFetcher:
             for allowed in self.content_types
         )
 
+    def _refusal(self, url: str) -> tuple[FailureReason, str] | None:
+        """Why a hop to ``url`` is not made (scheme, host, address policy), or None."""
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  # raises ValueError for a bad port
+        except ValueError:
+            return "invalid_url", f"not a valid URL: {url[:200]!r}"
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            return "invalid_url", f"only http(s) URLs are fetched, not {scheme or '(none)'}:"
+        if not parts.hostname:
+            return "invalid_url", "not an http(s) URL with a host"
+        refused = self.policy.literal_refusal(parts.hostname)
+        return None if refused is None else ("blocked_address", f"address not allowed: {refused}")
+
     async def _attempt(self, client: ClientAdapter, url: str, attempt: int) -> _Attempt:
         self._requests += 1
         self._in_flight += 1
+        current = url
+        headers = self.headers
 
         def failed(reason: FailureReason, detail: str, **extra: Any) -> FetchResult:
             return FetchResult(url, None, reason=reason, detail=detail, attempts=attempt,
-                               final_url=extra.pop("final_url", url), **extra)  # fmt: skip
+                               final_url=extra.pop("final_url", current), **extra)  # fmt: skip
 
         try:
-            async with client.get(url) as response:
-                status, headers = response.status, response.headers
-                meta: dict[str, Any] = {
-                    "status": status,
-                    "headers": headers,
-                    "final_url": response.final_url,
-                }
-                if not 200 <= status < 300:
-                    transient = status in TRANSIENT_STATUS or status >= 500
-                    hint = retry_after(headers.get("retry-after")) if transient else None
-                    return _Attempt(failed("status", f"HTTP {status}", **meta), transient, hint)
-                content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-                if not self._accepts(content_type):
-                    allowed = ", ".join(self.content_types or ())
-                    detail = f"content type {content_type or '(none)'!r} is not one of {allowed}"
-                    return _Attempt(failed("content_type", detail, **meta))
-                declared = headers.get("content-length", "")
-                too_large = f"body exceeds max_body_bytes={self.max_body_bytes}"
-                if declared.isdigit() and int(declared) > self.max_body_bytes:
-                    return _Attempt(failed("too_large", f"{too_large} ({declared})", **meta))
-                chunks = []
-                size = 0
-                async for chunk in response.chunks:
-                    size += len(chunk)
-                    if size > self.max_body_bytes:
-                        return _Attempt(failed("too_large", too_large, **meta))
-                    chunks.append(chunk)
-                body = b"".join(chunks)
-                return _Attempt(FetchResult(url, body, attempts=attempt, **meta))
+            hop = 0
+            while True:  # the last hop allowed fails as "redirects" rather than redirect
+                refused = self._refusal(current)
+                if refused is not None:
+                    return _Attempt(failed(*refused))
+                outcome = await self._hop(client, current, headers, (hop, attempt), failed)
+                if isinstance(outcome, _Attempt):
+                    return outcome
+                if urlsplit(outcome)[:2] != urlsplit(current)[:2]:  # another origin
+                    headers = {k: v for k, v in headers.items() if k not in _CREDENTIAL_HEADERS}
+                current = outcome
+                hop += 1
         except Exception as exc:
             known = client.classify(exc)
             if known is None:
@@ -338,6 +377,87 @@ class HttpFetcher:
             return _Attempt(failed(reason, detail), transient=transient)
         finally:
             self._in_flight -= 1
+
+    async def _hop(
+        self,
+        client: ClientAdapter,
+        url: str,
+        headers: dict[str, str],
+        counts: tuple[int, int],
+        failed: Any,
+    ) -> _Attempt | str:
+        """One request: its outcome, or the URL a redirect points to."""
+        hop, attempt = counts
+        async with client.get(url, headers) as response:
+            status, response_headers = response.status, response.headers
+            meta: dict[str, Any] = {
+                "status": status,
+                "headers": response_headers,
+                "final_url": response.final_url,
+            }
+            location = response_headers.get("location")
+            if status in REDIRECT_STATUS and location:
+                if hop >= self.max_redirects:
+                    detail = f"more than {self.max_redirects} redirects"
+                    return _Attempt(failed("redirects", detail, **meta))
+                return urljoin(url, location)
+            if not 200 <= status < 300:
+                transient = status in TRANSIENT_STATUS or status >= 500
+                hint = retry_after(response_headers.get("retry-after")) if transient else None
+                return _Attempt(failed("status", f"HTTP {status}", **meta), transient, hint)
+            content_type = response_headers.get("content-type", "").split(";", 1)[0]
+            content_type = content_type.strip().lower()
+            if not self._accepts(content_type):
+                allowed = ", ".join(self.content_types or ())
+                detail = f"content type {content_type or '(none)'!r} is not one of {allowed}"
+                return _Attempt(failed("content_type", detail, **meta))
+            declared = response_headers.get("content-length", "")
+            too_large = f"body exceeds max_body_bytes={self.max_body_bytes}"
+            if declared.isdigit() and int(declared) > self.max_body_bytes:
+                return _Attempt(failed("too_large", f"{too_large} ({declared})", **meta))
+            chunks = []
+            size = 0
+            rate = _RateWatch(self.min_rate, self.min_rate_grace)
+            async for chunk in response.chunks:
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    return _Attempt(failed("too_large", too_large, **meta))
+                chunks.append(chunk)
+                slow = rate.add(len(chunk))
+                if slow is not None:
+                    return _Attempt(failed("timeout", slow, **meta))
+            body = b"".join(chunks)
+            return _Attempt(FetchResult(url, body, attempts=attempt, **meta))
+
+
+class _RateWatch:
+    """Flags a body slower than ``min_rate`` bytes/s over a window of ``grace`` seconds."""
+
+    __slots__ = ("_bytes", "_grace", "_min_rate", "_start")
+
+    def __init__(self, min_rate: float | None, grace: float) -> None:
+        self._min_rate = min_rate
+        self._grace = grace
+        self._start = time.monotonic()
+        self._bytes = 0
+
+    def add(self, size: int) -> str | None:
+        """Count ``size`` bytes; a failure detail when a window closed below the rate."""
+        if self._min_rate is None:
+            return None
+        self._bytes += size
+        now = time.monotonic()
+        elapsed = now - self._start
+        if elapsed < self._grace:
+            return None
+        rate = self._bytes / elapsed
+        if rate < self._min_rate:
+            return (
+                f"body arrived at {rate:.1f} B/s over {elapsed:.1f} s, below "
+                f"min_rate={self._min_rate:g} B/s"
+            )
+        self._start, self._bytes = now, 0
+        return None
 
 
 def _with(result: FetchResult, **changes: Any) -> FetchResult:

@@ -19,6 +19,7 @@ FailureReason = Literal[
     "redirects",
     "invalid_url",
     "decode",
+    "blocked_address",
 ]
 FAILURE_REASONS: tuple[FailureReason, ...] = (
     "status",
@@ -29,12 +30,15 @@ FAILURE_REASONS: tuple[FailureReason, ...] = (
     "redirects",
     "invalid_url",
     "decode",
+    "blocked_address",
 )
-"""Why a fetch failed: an HTTP status that is not 2xx (after retries), a connect or read
-timeout, a body past ``max_body_bytes``, a content type not allowed, a connection refused
-or reset (after retries), too many redirects, a URL that cannot be fetched at all, or a
-body that does not decode (a bad ``Content-Encoding`` here; ingestion also uses it for
-images that do not decode)."""
+"""Why a fetch failed: an HTTP status that is not 2xx (after retries), a timeout (connect,
+read, the attempt's ``total_timeout``, or a body slower than ``min_rate``), a body past
+``max_body_bytes``, a content type not allowed, a connection refused or reset (after
+retries), too many redirects, a URL that cannot be fetched at all (not http(s): also a
+redirect to ``file:`` or ``ftp:``), a body that does not decode (a bad
+``Content-Encoding`` here; ingestion also uses it for images that do not decode), or a
+host whose addresses the ``AddressPolicy`` refuses (``blocked_address``)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,9 @@ timing. Counted behaviours count requests per exact path (so ``/flaky/2/a`` and
 - ``/big/{size}/{name}``: ``size`` bytes with a ``Content-Length``;
   ``/chunked/{size}/{name}``: the same without one (chunked encoding).
 - ``/redirect/{k}/{name}``: ``k`` redirects (302) down to the image.
+- ``/goto?{url}``: a redirect (302) to ``url`` (percent-decoded), any scheme or host.
+- ``/trickle/{ms}/{name}``: headers and a ``Content-Length`` of 4096, then one byte every
+  ``ms`` milliseconds (the server's own timer) until the client leaves.
 - ``/text/{name}``: ``text/plain``.  ``/broken/{name}``: ``image/jpeg`` that is not one.
 
 Options: ``latency`` (seconds added before every response, as a slow network would) and
@@ -41,6 +44,7 @@ import socket
 import struct
 import sys
 import threading
+import urllib.parse
 from collections import Counter
 from types import TracebackType
 
@@ -185,7 +189,20 @@ class HttpTestServer:
         finally:
             self.in_flight -= 1
 
+    async def _trickle(self, writer: asyncio.StreamWriter, interval: float) -> None:
+        head = "HTTP/1.1 200 OK\r\ncontent-type: image/jpeg\r\ncontent-length: 4096\r\n\r\n"
+        writer.write(head.encode())
+        for _ in range(4096):
+            writer.write(b"\xff")
+            await writer.drain()
+            await asyncio.sleep(interval)
+
     async def _answer(self, writer: asyncio.StreamWriter, path: str) -> bool:
+        if path.startswith("/goto?"):
+            self._next(path)
+            target = urllib.parse.unquote(path.split("?", 1)[1])
+            await self._respond(writer, 302, b"", {"location": target})
+            return True
         parts = path.split("?", 1)[0].strip("/").split("/")
         kind, args = parts[0], parts[1:]
         count = self._next(path)
@@ -230,6 +247,9 @@ class HttpTestServer:
             left = int(args[0])
             target = f"/redirect/{left - 1}/{args[1]}" if left > 1 else f"/img/{args[1]}"
             await self._respond(writer, 302, b"", {"location": target})
+        elif kind == "trickle":
+            await self._trickle(writer, int(args[0]) / 1000)
+            return False
         elif kind == "text":
             await self._respond(writer, 200, b"hello", {"content-type": "text/plain"})
         elif kind == "broken":

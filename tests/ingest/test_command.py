@@ -39,7 +39,8 @@ def test_a_url_list_becomes_shards_and_a_summary(
     urls.write_text("".join(server.url(f"/img/{i}.jpg") + "\n" for i in range(10)))
     urls.write_text(urls.read_text() + server.url("/status/404/gone") + "\n")
     out = tmp_path / "out"
-    status = main(["ingest", str(urls), str(out), "--shard-samples", "4", "--format", "png"])
+    options = ["--shard-samples", "4", "--format", "png", "--allow-address", "127.0.0.1"]
+    status = main(["ingest", str(urls), str(out), *options])
     printed = capsys.readouterr().out
     assert status == 0
     assert printed.splitlines()[:3] == [
@@ -88,6 +89,8 @@ def test_the_command_writes_to_an_s3_url(
             "virtual_hosted_style_request=false",
             "--shard-samples",
             "4",
+            "--allow-address",
+            "127.0.0.1",
             "--backend",
             "trio",
         ],

@@ -21,6 +21,7 @@ from tests._support.http_server import HttpTestServer, jpeg_bytes, scheduled_fau
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
+LOOPBACK = ("127.0.0.1",)
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,9 @@ def server() -> Iterator[HttpTestServer]:
 
 
 def _fetcher() -> HttpFetcher:
-    return HttpFetcher(retry=FAST, read_timeout=1.0, max_in_flight=32, content_types=("image/",))
+    return HttpFetcher(
+        retry=FAST, read_timeout=1.0, max_in_flight=32, content_types=("image/",), allow=LOOPBACK
+    )
 
 
 async def _outputs(folder: Path) -> tuple[list[str], dict[int, str]]:
@@ -120,6 +123,7 @@ def _run_cli(args: list[str]) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow  # three killed and restarted processes
 def test_sigkill_at_three_random_points_then_restart_gives_every_input_exactly_once(
     server: HttpTestServer, tmp_path: Path
 ) -> None:
@@ -127,6 +131,7 @@ def test_sigkill_at_three_random_points_then_restart_gives_every_input_exactly_o
     urls = tmp_path / "urls.txt"
     urls.write_text("".join(server.url(f"/img/{i}.jpg") + "\n" for i in range(count)))
     options = ["--shard-samples", "20", "--read-timeout", "1", "--retries", "1"]
+    options += ["--allow-address", "127.0.0.1"]
     options += ["--max-in-flight", "16", "--resize", "24"]
     out = tmp_path / "out"
     rng = random.Random(17)
@@ -163,3 +168,21 @@ def test_sigkill_at_three_random_points_then_restart_gives_every_input_exactly_o
         (a.end if a is not None else 0, b.end)
         for a, b in zip([None, *manifest.shards[:-1]], manifest.shards, strict=True)
     ]
+
+
+@pytest.mark.anyio
+async def test_a_trickling_url_ends_as_timeout_and_the_job_finishes(tmp_path: Path) -> None:
+    """1 byte every 0.5 s early among good URLs, every default but a short deadline."""
+    with HttpTestServer() as clean:
+        urls = [clean.url(f"/img/{i}.jpg") for i in range(120)]
+        urls[2] = clean.url("/trickle/500/slow")
+        fetcher = HttpFetcher(allow=LOOPBACK, total_timeout=5.0, min_rate_grace=1.0)
+        async with fetcher:
+            summary = await ingest(urls, tmp_path, fetcher=fetcher)
+    assert (summary.ok, summary.failed, summary.failures) == (119, 1, {"timeout": 1})
+    [failure] = read_failures(tmp_path)
+    assert (failure.position, failure.reason) == (2, "timeout")
+    assert "below min_rate=1024 B/s" in failure.detail
+    measured_over = float(failure.detail.split(" over ", 1)[1].split(" s", 1)[0])
+    assert 1.0 <= measured_over < 5.0  # one grace period, inside the deadline
+    assert read_manifest(tmp_path).end == 120

@@ -24,12 +24,15 @@ from aioloader.sinks import Manifest, open_shards, read_failures, read_manifest
 from aioloader.sources import HttpFetcher, RetryPolicy
 from tests._support.http_server import HttpTestServer
 
+pytestmark = pytest.mark.slow  # a local Ray runtime starts in tens of seconds
+
 URLS = 60
 FETCH: dict[str, Any] = {
     "read_timeout": 0.5,
     "retry": RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.02),
     "max_in_flight": 16,
     "max_per_host": 16,
+    "allow": ["127.0.0.1"],
 }
 OPTIONS: dict[str, Any] = {
     "image": ImageOptions(size=32, resize_mode="center_crop"),

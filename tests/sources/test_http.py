@@ -8,6 +8,7 @@ what the server will do; nothing waits on a clock to synchronise. Tests run on a
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterator
 
 import anyio
@@ -28,6 +29,7 @@ from tests._support.http_server import HttpTestServer, jpeg_bytes, scheduled_fau
 pytestmark = pytest.mark.anyio
 
 FAST = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.01)
+LOOPBACK = ("127.0.0.1",)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,12 @@ def n() -> int:
 
 
 def _fetcher(client: str = "auto", **kwargs: object) -> HttpFetcher:
-    options: dict[str, object] = {"retry": FAST, "read_timeout": 5.0, "client": client}
+    options: dict[str, object] = {
+        "retry": FAST,
+        "read_timeout": 5.0,
+        "client": client,
+        "allow": LOOPBACK,
+    }
     options.update(kwargs)
     return HttpFetcher(**options)  # type: ignore[arg-type]
 
@@ -273,14 +280,14 @@ async def test_every_url_ends_as_exactly_one_result(server: HttpTestServer, clie
 
 async def test_per_host_and_global_bounds_hold() -> None:
     with HttpTestServer(latency=0.02) as slow:
-        fetcher = HttpFetcher(max_in_flight=4, max_per_host=2, retry=FAST)
+        fetcher = HttpFetcher(max_in_flight=4, max_per_host=2, retry=FAST, allow=LOOPBACK)
         async with fetcher, anyio.create_task_group() as group:
             for i in range(12):
                 group.start_soon(fetcher.fetch, slow.url(f"/img/{i}.jpg"))
         assert 1 <= slow.max_in_flight <= 2  # one host: its bound
         slow.max_in_flight = 0
         hosts = [slow.base, slow.base.replace("127.0.0.1", "localhost")]
-        fetcher = HttpFetcher(max_in_flight=3, max_per_host=2, retry=FAST)
+        fetcher = HttpFetcher(max_in_flight=3, max_per_host=2, retry=FAST, allow=LOOPBACK)
         async with fetcher, anyio.create_task_group() as group:
             for i in range(16):
                 group.start_soon(fetcher.fetch, f"{hosts[i % 2]}/img/{i}.jpg")
@@ -360,3 +367,117 @@ def test_http_source_feeds_a_loader(
         return rows
 
     assert anyio.run(run) == [[i, len(jpeg_bytes(i))] for i in range(8)]
+
+
+def _open_clients(port: int) -> tuple[int, int]:
+    """(HTTP clients not closed, client transports to ``port`` not closed) now."""
+    import asyncio
+    import gc
+
+    import aiohttp
+    import httpx
+
+    gc.collect()
+    objects = gc.get_objects()
+    sessions = sum(
+        (isinstance(o, aiohttp.ClientSession) and not o.closed)
+        or (isinstance(o, httpx.AsyncClient) and not o.is_closed)
+        for o in objects
+    )
+    transports = sum(
+        isinstance(o, asyncio.Transport)
+        and not o.is_closing()
+        and (o.get_extra_info("peername") or ("", 0))[1] == port
+        for o in objects
+    )
+    return sessions, transports
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_three_sync_epochs_leave_no_client_open(backend: str) -> None:
+    import numpy as np
+
+    from aioloader import DataLoader, SequentialSampler
+    from aioloader.testing import StackCollator
+
+    def length(body: bytes, index: int) -> np.ndarray:
+        return np.array([index, len(body)])
+
+    with HttpTestServer() as own:
+        port = int(own.base.rsplit(":", 1)[1])
+        sessions_before, _ = _open_clients(port)
+        urls = [own.url(f"/img/{i}.jpg") for i in range(8)]
+        source = HttpSource(urls, fetcher=_fetcher(), decode=length)
+        loader = DataLoader(source, SequentialSampler(8, 4), StackCollator(), seed=0)
+        rows = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ResourceWarning)
+            for _ in range(3):
+                epoch = loader.iter_sync(0, 2, backend=backend)
+                rows += [batch.data.tolist() for batch in epoch]
+            assert _open_clients(port) == (sessions_before, 0)
+    assert rows == [[[i, len(jpeg_bytes(i))] for i in range(k, k + 4)] for k in (0, 4)] * 3
+    assert source.statistics().ok == 24
+
+
+async def test_a_trickling_body_fails_as_timeout_with_its_rate(
+    server: HttpTestServer, client: str
+) -> None:
+    async with _fetcher(client, min_rate=1024, min_rate_grace=1.0) as fetcher:
+        result = await fetcher.fetch(server.url("/trickle/500/t"))
+    assert (result.reason, result.attempts, result.status) == ("timeout", 1, 200)
+    assert "below min_rate=1024 B/s" in result.detail
+    assert float(result.detail.split("at ", 1)[1].split(" ", 1)[0]) < 10
+
+
+async def test_the_default_deadline_and_rate_are_set() -> None:
+    fetcher = HttpFetcher()
+    assert (fetcher.total_timeout, fetcher.min_rate, fetcher.min_rate_grace) == (60.0, 1024.0, 10.0)
+
+
+async def test_loopback_is_refused_by_default_on_every_client(
+    server: HttpTestServer, client: str
+) -> None:
+    path = f"/img/blocked-{client}.jpg"
+    async with _fetcher(client, allow=None) as fetcher:
+        literal = await fetcher.fetch(server.url(path))
+        named = await fetcher.fetch(server.url(path).replace("127.0.0.1", "localhost"))
+    assert (literal.reason, literal.attempts, literal.body) == ("blocked_address", 1, None)
+    assert "127.0.0.1 is a loopback address" in literal.detail
+    assert (named.reason, named.attempts) == ("blocked_address", 1)
+    assert "localhost -> 127.0.0.1 is a loopback address" in named.detail
+    assert server.count(path) == 0
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["http://127.0.0.1:{port}/img/9.jpg", "http://169.254.169.254/latest/meta-data/"],
+)
+async def test_a_redirect_to_a_refused_address_is_blocked(
+    server: HttpTestServer, client: str, target: str
+) -> None:
+    port = server.base.rsplit(":", 1)[1]
+    url = f"http://localhost:{port}/goto?" + target.format(port=port)
+    async with _fetcher(client, allow=["localhost"]) as fetcher:
+        result = await fetcher.fetch(url)
+    assert (result.reason, result.attempts, result.body) == ("blocked_address", 1, None)
+    assert result.final_url == target.format(port=port)
+
+
+async def test_the_allow_list_lets_loopback_and_its_redirects_through(
+    server: HttpTestServer, client: str
+) -> None:
+    url = server.url("/goto?" + server.url("/img/9.jpg").replace("127.0.0.1", "localhost"))
+    async with _fetcher(client, allow=["127.0.0.0/8"]) as fetcher:
+        result = await fetcher.fetch(url)
+    assert (result.ok, result.body) == (True, jpeg_bytes(9))
+
+
+@pytest.mark.parametrize("target", ["file:///etc/passwd", "ftp://127.0.0.1/x"])
+async def test_a_redirect_to_another_scheme_fails_the_same_on_every_client(
+    server: HttpTestServer, client: str, target: str
+) -> None:
+    async with _fetcher(client) as fetcher:
+        result = await fetcher.fetch(server.url("/goto?" + target))
+    assert (result.reason, result.attempts, result.final_url) == ("invalid_url", 1, target)
+    assert result.detail == f"only http(s) URLs are fetched, not {target.split(':')[0]}:"

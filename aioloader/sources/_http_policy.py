@@ -1,0 +1,124 @@
+"""Which addresses ``HttpFetcher`` may connect to: public ones, plus an explicit allow list.
+
+A URL list from the web can name any host, and a redirect can send a fetch anywhere:
+to the machine itself (``127.0.0.1``), the cloud metadata service (``169.254.169.254``) or
+a private network. So by default every address that is not globally routable is refused:
+loopback, link-local, private, multicast, reserved and unspecified ones (IPv4 and IPv6,
+IPv4-mapped IPv6 included). The check runs on the resolved addresses of every hop,
+redirects included, and the connection is opened to the address that was checked (no
+second lookup a rebinding DNS server could answer differently).
+
+``AddressPolicy(allow=["127.0.0.1", "10.0.0.0/8", "files.internal"])`` lets chosen
+networks (CIDRs or single addresses) and host names through.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ("AddressPolicy", "BlockedAddressError", "as_policy")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class BlockedAddressError(OSError):
+    """A host resolved only to addresses the ``AddressPolicy`` refuses."""
+
+
+def _kind(address: IPAddress) -> str | None:
+    """Why ``address`` is not public (None when it is)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return _kind(address.ipv4_mapped)
+    checks = (
+        ("unspecified", address.is_unspecified),
+        ("loopback", address.is_loopback),
+        ("link-local", address.is_link_local),
+        ("multicast", address.is_multicast),
+        ("reserved", address.is_reserved),
+        ("private", address.is_private),
+        ("reserved", not address.is_global),
+    )
+    return next((name for name, hit in checks if hit), None)
+
+
+class AddressPolicy:
+    """Refuses non-public addresses except those allowed.
+
+    Args:
+        allow: Networks (``"10.0.0.0/8"``), addresses (``"127.0.0.1"``, ``"::1"``) and
+            host names (``"localhost"``: any address it resolves to) let through.
+    """
+
+    def __init__(self, allow: Iterable[str] = ()) -> None:
+        if isinstance(allow, str):
+            raise TypeError(f"allow must be a sequence of CIDRs or hosts but got the str {allow!r}")
+        networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        hosts: set[str] = set()
+        for entry in allow:
+            if not isinstance(entry, str) or not entry.strip():
+                raise ValueError(f"allow entries must be CIDRs or host names but got {entry!r}")
+            try:
+                networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+            except ValueError:
+                hosts.add(entry.strip().lower().rstrip("."))
+        self.networks = tuple(networks)
+        self.hosts = frozenset(hosts)
+
+    def __repr__(self) -> str:
+        allowed = [str(n) for n in self.networks] + sorted(self.hosts)
+        return f"AddressPolicy(allow={allowed!r})"
+
+    def refusal(self, host: str, address: str) -> str | None:
+        """Why connecting to ``address`` (resolved from ``host``) is refused, or None."""
+        if host.lower().rstrip(".") in self.hosts:
+            return None
+        try:
+            ip = ipaddress.ip_address(address.split("%", 1)[0])
+        except ValueError:
+            return f"{address!r} is not an IP address"
+        if any(ip in network for network in self.networks):
+            return None
+        kind = _kind(ip)
+        return None if kind is None else f"{host} -> {ip} is a {kind} address"
+
+    def literal_refusal(self, host: str) -> str | None:
+        """``refusal`` for a host that is an IP literal; None for names (checked once resolved)."""
+        bare = host.strip("[]")
+        try:
+            ipaddress.ip_address(bare.split("%", 1)[0])
+        except ValueError:
+            return None
+        return self.refusal(bare, bare)
+
+    def allowed(self, host: str, addresses: Sequence[str]) -> list[str]:
+        """The ``addresses`` of ``host`` it may connect to; raises when none is left."""
+        kept = [address for address in addresses if self.refusal(host, address) is None]
+        if not kept:
+            reasons = [self.refusal(host, address) for address in addresses[:3]]
+            raise BlockedAddressError(
+                "; ".join(r for r in reasons if r) or f"{host} resolved to no address"
+            )
+        return kept
+
+
+def as_policy(value: Any) -> AddressPolicy:
+    """An ``AddressPolicy`` from one, or from an allow list (None: the default policy)."""
+    if isinstance(value, AddressPolicy):
+        return value
+    return AddressPolicy(() if value is None else value)
+
+
+async def resolve(host: str, port: int) -> list[tuple[int, str]]:
+    """(family, address) pairs of ``host`` via ``getaddrinfo`` on a worker thread."""
+    import anyio
+
+    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    seen: list[tuple[int, str]] = []
+    for family, _, _, _, sockaddr in infos:
+        pair = (int(family), str(sockaddr[0]))
+        if pair not in seen:
+            seen.append(pair)
+    return seen

@@ -1,0 +1,69 @@
+"""AddressPolicy: which resolved addresses may be connected to."""
+
+from __future__ import annotations
+
+import pytest
+
+from aioloader.sources._http_policy import AddressPolicy, BlockedAddressError, as_policy
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("169.254.169.254", "link-local"),
+        ("fe80::1", "link-local"),
+        ("10.1.2.3", "private"),
+        ("192.168.0.1", "private"),
+        ("172.16.0.1", "private"),
+        ("fc00::1", "private"),
+        ("224.0.0.1", "multicast"),
+        ("0.0.0.0", "unspecified"),
+        ("240.0.0.1", "reserved"),
+        ("100.64.0.1", "reserved"),
+        ("::ffff:7f00:1", "loopback"),
+    ],
+)
+def test_non_public_addresses_are_refused_by_default(address: str, kind: str) -> None:
+    assert AddressPolicy().refusal("h", address) == f"h -> {address} is a {kind} address"
+
+
+@pytest.mark.parametrize("address", ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"])
+def test_public_addresses_pass(address: str) -> None:
+    assert AddressPolicy().refusal("example.com", address) is None
+
+
+def test_the_allow_list_takes_networks_addresses_and_host_names() -> None:
+    policy = AddressPolicy(["10.0.0.0/8", "127.0.0.1", "Files.Internal."])
+    assert policy.refusal("a", "10.9.9.9") is None
+    assert policy.refusal("a", "127.0.0.1") is None
+    assert policy.refusal("files.internal", "192.168.1.1") is None
+    assert policy.refusal("a", "127.0.0.2") == "a -> 127.0.0.2 is a loopback address"
+    assert repr(policy) == "AddressPolicy(allow=['10.0.0.0/8', '127.0.0.1/32', 'files.internal'])"
+
+
+def test_allowed_keeps_the_permitted_addresses_or_raises() -> None:
+    policy = AddressPolicy()
+    assert policy.allowed("h", ["127.0.0.1", "93.184.216.34"]) == ["93.184.216.34"]
+    with pytest.raises(BlockedAddressError, match=r"h -> 127.0.0.1 is a loopback address"):
+        policy.allowed("h", ["127.0.0.1"])
+
+
+def test_literal_refusal_checks_ip_literals_only() -> None:
+    policy = AddressPolicy()
+    assert policy.literal_refusal("example.com") is None
+    assert policy.literal_refusal("[::1]") == "::1 -> ::1 is a loopback address"
+    assert policy.literal_refusal("169.254.169.254") == (
+        "169.254.169.254 -> 169.254.169.254 is a link-local address"
+    )
+
+
+def test_bad_allow_lists_are_refused() -> None:
+    with pytest.raises(TypeError, match="allow must be a sequence"):
+        AddressPolicy("127.0.0.1")
+    with pytest.raises(ValueError, match="allow entries must be CIDRs or host names but got ''"):
+        AddressPolicy([""])
+    assert as_policy(None).networks == ()
+    given = AddressPolicy(["::1"])
+    assert as_policy(given) is given
