@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aioloader._compat import add_note
 from aioloader.core import BatchPlan, ImageSample, SampleRng
 
 SPAWN_MARKER = b"multiprocessing.spawn"
@@ -180,3 +181,21 @@ def refuse_bad_rows(sample: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 def stack_rows(samples: Sequence[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
     """A torch-style one-argument collator: the rows stacked into a column."""
     return np.concatenate(list(samples))
+
+
+N_ROWS = 40
+"""The length of ``SyncRows``."""
+
+
+class SyncRows:
+    """A sync dataset of ``N_ROWS`` rows whose ``BAD_INDICES`` raise OSError with a path."""
+
+    def __len__(self) -> int:
+        return N_ROWS
+
+    def __getitem__(self, index: int) -> npt.NDArray[np.float64]:
+        if index in BAD_INDICES:
+            error = OSError(f"cannot read sample {index}")
+            add_note(error, f"path: /data/{index}.bin")
+            raise error
+        return np.array([float(index)])

@@ -10,32 +10,25 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from aioloader._compat import add_note
 from aioloader.core import ShuffledSampler, plan_batch
 from aioloader.core._replacement import replacement_index
 from aioloader.engine import DataLoader
 from aioloader.engine._bad_samples import MAX_ATTEMPTS, BadSampleError, SkippedSample
-from tests.engine.process_helpers import BAD_INDICES, index_rows, refuse_bad_rows, stack_rows
+from tests.engine.process_helpers import (
+    BAD_INDICES,
+    SyncRows,
+    index_rows,
+    refuse_bad_rows,
+    stack_rows,
+)
+from tests.engine.process_helpers import (
+    N_ROWS as N,
+)
 
 pytestmark = pytest.mark.anyio
 
 SEED = 99
-N = 40
 BATCH = 8
-
-
-class SyncRows:
-    """A sync dataset (read in threads) whose ``BAD_INDICES`` raise OSError with a path."""
-
-    def __len__(self) -> int:
-        return N
-
-    def __getitem__(self, index: int) -> npt.NDArray[np.float64]:
-        if index in BAD_INDICES:
-            error = OSError(f"cannot read sample {index}")
-            add_note(error, f"path: /data/{index}.bin")
-            raise error
-        return np.array([float(index)])
 
 
 class AsyncRows(SyncRows):
@@ -119,9 +112,10 @@ async def test_skip_replaces_samples_whose_transform_fails(options: dict[str, An
     assert loader.statistics().samples_skipped == 4
 
 
-async def test_process_workers_give_the_same_replacements() -> None:
+@pytest.mark.parametrize("kind", [SyncRows, AsyncRows])
+async def test_process_workers_give_the_same_replacements(kind: type) -> None:
     loader = make_loader(
-        AsyncRows(), transform=refuse_bad_rows, executor="process", workers=2, prefetch=3
+        kind(), transform=refuse_bad_rows, executor="process", workers=2, prefetch=3
     )
     assert await collect(loader, 0, STEPS) == [expected_indices(step) for step in range(STEPS)]
 
