@@ -16,18 +16,17 @@ from aioloader.engine import DataLoader
 from aioloader.engine._bad_samples import MAX_ATTEMPTS, BadSampleError, SkippedSample
 from tests.engine.process_helpers import (
     BAD_INDICES,
+    N_ROWS,
     SyncRows,
     index_rows,
     refuse_bad_rows,
     stack_rows,
 )
-from tests.engine.process_helpers import (
-    N_ROWS as N,
-)
 
 pytestmark = pytest.mark.anyio
 
 SEED = 99
+N = N_ROWS
 BATCH = 8
 
 
