@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 import numpy as np
@@ -16,7 +17,8 @@ from ..core._autotune import Decision, Knobs
 from ..core._check import as_int, positive_up_to, u64
 from ..core._samplers import Sampler, check_sampler
 from ._autotune import AutoTune, AutoTuner
-from ._build import Transform, transform_takes_rng
+from ._bad_samples import ErrorHandler, SkippedSample, check_on_error
+from ._build import SamplesOnlyCollator, Transform, collator_takes_plan, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
 from ._processes import ProcessStatistics
 from ._reads import describe_dataset_kind, sync_getter
@@ -29,6 +31,9 @@ from ._worker_pool import WorkerPool
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
 
+OnError = Literal["raise", "skip"] | ErrorHandler
+"""``"raise"``, ``"skip"`` or ``on_error(error, index) -> sample | None``."""
+resume_logger = logging.getLogger("aioloader.resume")
 THREADLESS_PLATFORMS = ("emscripten", "wasi")
 STATE_VERSION = 2
 PREFETCH_LIMIT = 1 << 16
@@ -45,6 +50,7 @@ CONFIGURATION = frozenset(
         "prefetch",
         "max_inflight_reads",
         "executor",
+        "on_error",
         "persistent_workers",
         "autotune",
     }
@@ -56,7 +62,12 @@ EXECUTORS = ("thread", "process")
 
 @dataclass(frozen=True, slots=True)
 class LoaderStatistics:
-    """What the loader has done: answers "is the trainer waiting for data?"."""
+    """What the loader has done: answers "is the trainer waiting for data?".
+
+    ``samples_skipped`` counts the samples that failed and were replaced under
+    ``on_error``; ``skipped`` keeps the first ``MAX_SKIPPED_KEPT`` of them (step, slot,
+    index, reason).
+    """
 
     batches_delivered: int
     batches_built: int
@@ -71,6 +82,8 @@ class LoaderStatistics:
     processes: ProcessStatistics | None = None
     knobs: Knobs | None = None
     decisions: tuple[Decision, ...] = ()
+    samples_skipped: int = 0
+    skipped: tuple[SkippedSample, ...] = ()
 
     @property
     def mean_wait_per_batch(self) -> float:
@@ -115,7 +128,8 @@ class DataLoader(Generic[SampleT, BatchT]):
         dataset: ``async get_sample(index)`` (optionally ``async get_samples(indices)``),
             or a sync ``get_sample`` / ``__getitem__``, which is read in threads.
         sampler: any sampler of ``aioloader.core``.
-        collator: ``collator(samples, plan) -> batch``, synchronous and pure.
+        collator: ``collator(samples, plan) -> batch``, synchronous and pure; a collator
+            of one parameter (torch's ``collate_fn(samples)``) is called without the plan.
         seed: the run's seed, in ``[0, 2^64)``.
         transform: optional ``transform(sample, rng) -> sample`` (rng stream 0), or
             ``transform(sample) -> sample`` for a transform without randomness (then no
@@ -138,11 +152,16 @@ class DataLoader(Generic[SampleT, BatchT]):
         autotune: bounds and pace for ``workers="auto"`` (build threads, from 1) and
             ``prefetch="auto"`` (ring depth from 2, and reads in flight from
             ``max_inflight_reads``); default ``AutoTune()``. Threads only (docs/workers.md).
+        on_error: what a sample whose read or transform raises does: ``"raise"`` (the
+            default) ends the stream at its step; ``"skip"`` replaces it by an index drawn
+            as a pure function of ``(seed, step, slot, attempt)``; a callable
+            ``on_error(error, index) -> sample | None`` returns the sample that takes the
+            slot, or None to skip (docs/bad-samples.md).
     """
 
     dataset: Any  # what the user passed (read-only after construction)
     sampler: Sampler
-    collator: Collator[Any, BatchT]
+    collator: Collator[Any, BatchT]  # as passed: a one-argument collator stays one
     transform: Transform | None
     seed: int
     workers: int
@@ -152,12 +171,13 @@ class DataLoader(Generic[SampleT, BatchT]):
     prefetch: int
     max_inflight_reads: int
     autotune: AutoTune | None
+    on_error: Any
 
     def __init__(
         self,
         dataset: Dataset[Any] | SyncDataset[Any],
         sampler: Sampler,
-        collator: Collator[SampleT, BatchT],
+        collator: Collator[SampleT, BatchT] | Callable[[Sequence[SampleT]], BatchT],
         *,
         seed: int,
         transform: Transform | None = None,
@@ -168,10 +188,14 @@ class DataLoader(Generic[SampleT, BatchT]):
         max_inflight_reads: int = 64,
         start_step: int = 0,
         autotune: AutoTune | None = None,
+        on_error: OnError = "raise",
     ) -> None:
         check_sampler(sampler)
         if not callable(collator):
             raise TypeError(f"collator must be callable but got {type(collator).__name__}")
+        build_collator: Callable[..., Any] = collator
+        if not collator_takes_plan(collator):
+            build_collator = SamplesOnlyCollator(cast("Callable[[Sequence[Any]], Any]", collator))
         if transform is not None and not callable(transform):
             raise TypeError(
                 f"transform must be callable or None but got {type(transform).__name__}"
@@ -221,7 +245,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         config = LoaderConfig(
             dataset=dataset,
             sampler=sampler,
-            collator=collator,
+            collator=build_collator,
             transform=transform,
             takes_rng=transform is not None and transform_takes_rng(transform),
             seed=checked_seed,
@@ -237,12 +261,17 @@ class DataLoader(Generic[SampleT, BatchT]):
             max_inflight_reads=positive_up_to(
                 "max_inflight_reads", max_inflight_reads, READS_LIMIT
             ),
+            on_error=check_on_error(
+                on_error, length if length is not None else items, checked_seed
+            ),
             persistent_workers=executor == "process" and persistent_workers is not False,
             clock=settings.clock if auto_workers or auto_prefetch else time.perf_counter,
         )
         attributes = self.__dict__
-        for name in CONFIGURATION - {"autotune"}:
+        for name in CONFIGURATION - {"autotune", "collator", "on_error"}:
             attributes[name] = getattr(config, name)
+        attributes["collator"] = collator
+        attributes["on_error"] = on_error
         self._config = config
         self._cursor = ResumeCursor(u64("start_step", start_step))
         self._counters = LoaderCounters()
@@ -258,10 +287,11 @@ class DataLoader(Generic[SampleT, BatchT]):
             )
             self._tuner = AutoTuner(settings, start, bounds, self._counters)
         attributes["autotune"] = settings if self._tuner is not None else None
+        self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
         self._worker_pool = WorkerPool(
             self.workers,
             transform,
-            collator,
+            build_collator,
             persistent=self.persistent_workers,
             reader=sync_getter(dataset) if executor == "process" else None,
         )
@@ -326,10 +356,30 @@ class DataLoader(Generic[SampleT, BatchT]):
         return self.epoch()
 
     def __iter__(self) -> Iterator[BatchT]:
+        """The rest of the cursor's epoch, for synchronous code (a portal thread).
+
+        When the previous ``for batch in loader`` left this same epoch early (``break``),
+        this loop serves the rest of that epoch, where torch's ``DataLoader`` would start a
+        new one: a one-line warning on the ``aioloader.resume`` logger says so (silence it
+        with ``logging.getLogger("aioloader.resume").setLevel(logging.ERROR)``).
+        """
         from ._blocking import iterate_blocking
 
         steps = self.steps_per_epoch
-        return iterate_blocking(self, None, (self._cursor.step // steps + 1) * steps)
+        step = self._cursor.step
+        end = (step // steps + 1) * steps
+        if self._sync_epoch_end == end and step % steps:
+            resume_logger.warning(
+                "aioloader: this for loop resumes epoch %d at global step %d (%d of %d steps "
+                "left) because the previous loop left it early; torch would start a new "
+                "epoch (silence: logging.getLogger('aioloader.resume').setLevel(logging.ERROR))",
+                step // steps,
+                step,
+                end - step,
+                steps,
+            )
+        self._sync_epoch_end = end
+        return iterate_blocking(self, None, end)
 
     def iter_sync(
         self,
@@ -398,6 +448,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._cursor.step = check_state(
             state, STATE_VERSION, self.seed, fingerprint, description, check_stream=check_stream
         )
+        self._sync_epoch_end = None  # a resume mid-epoch is what the caller asked for
 
     def statistics(self) -> LoaderStatistics:
         """Counters of the loader, with the ring of the latest stream."""
@@ -422,6 +473,8 @@ class DataLoader(Generic[SampleT, BatchT]):
             processes=self._worker_pool.statistics(),
             knobs=self._tuner.knobs if self._tuner is not None else None,
             decisions=tuple(self._tuner.decisions) if self._tuner is not None else (),
+            samples_skipped=stats.samples_skipped,
+            skipped=tuple(stats.skipped),
         )
 
     def __repr__(self) -> str:

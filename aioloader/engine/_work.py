@@ -22,10 +22,11 @@ from ..core._autotune import Knobs
 from ..core._plan import BatchPlan
 from ..core._pool import release_batch
 from ._autotune import AutoTuner
-from ._build import build_batch
+from ._bad_samples import StepRepairs
+from ._build import TRANSFORM_SLOT, build_batch
 from ._config import LoaderConfig, LoaderCounters
 from ._processes import ProcessBuilders
-from ._reads import BatchReader, ReadBound, make_batch_reader
+from ._reads import BatchReader, ReadBound, add_slot_note, make_batch_reader, make_sample_reader
 from ._ring import PrefetchRing
 from ._threads import BuildThreads
 from ._worker_pool import WorkerPool
@@ -84,6 +85,7 @@ class StreamWork(Generic[BatchT]):
         self._threads: BuildThreads | None = None
         self._processes: ProcessBuilders | None = None
         self._read: BatchReader | None = None
+        self._read_one = make_sample_reader(config.dataset)
         self._loop_thread: int | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._ended: anyio.Event | None = None
@@ -229,7 +231,9 @@ class StreamWork(Generic[BatchT]):
         plan = await self._plan(step)
         clock = config.clock
         processes = self._processes
-        if processes is not None and processes.reads_in_workers:  # only the plan goes
+        policy = config.on_error
+        if processes is not None and processes.reads_in_workers and policy is None:
+            # only the plan goes (with a bad-sample policy the parent reads, to repair)
             build_started = clock()
             self.bound.total += plan.size
             batch = await processes.build(plan, None)
@@ -238,18 +242,36 @@ class StreamWork(Generic[BatchT]):
             return batch  # type: ignore[no-any-return]
         read_started = clock()
         assert self._read is not None
-        samples = await self._read(plan, group)
+        repairs = None if policy is None else StepRepairs(policy, plan, stats)
+        if repairs is None:
+            samples = await self._read(plan, group)
+        else:
+            samples = await self._read_repaired(plan, group, repairs)
         build_started = clock()
         stats.read_seconds += build_started - read_started
-        threads = self._threads
-        if processes is not None:
-            batch = await processes.build(plan, samples)
-            stats.build_seconds += clock() - build_started
-            stats.batches_built += 1
-            return batch  # type: ignore[no-any-return]
-        if threads is None:
+        if repairs is None and self._threads is None and processes is None:
             return cast(BatchT, Unbuilt(plan, samples))
-        batch = await threads.run(
+        while True:
+            try:
+                batch = await self._build(plan, samples)
+            except Exception as error:
+                slot = getattr(error, TRANSFORM_SLOT, None)
+                if repairs is None or not isinstance(slot, int):
+                    raise
+                samples[slot] = await repairs.replace(slot, error, self._read_one)
+            else:
+                break
+        stats.build_seconds += clock() - build_started
+        stats.batches_built += 1
+        return cast(BatchT, batch)
+
+    async def _build(self, plan: BatchPlan, samples: list[Any]) -> Any:
+        config = self.config
+        if self._processes is not None:
+            return await self._processes.build(plan, samples)
+        if self._threads is None:  # workers=0 with a bad-sample policy: build on the loop
+            return build_batch(plan, samples, config.transform, config.collator, config.takes_rng)
+        return await self._threads.run(
             build_batch,
             plan,
             samples,
@@ -258,9 +280,31 @@ class StreamWork(Generic[BatchT]):
             config.takes_rng,
             discard=release_batch,
         )
-        stats.build_seconds += clock() - build_started
-        stats.batches_built += 1
-        return batch  # type: ignore[no-any-return]
+
+    async def _read_repaired(
+        self, plan: BatchPlan, group: anyio.abc.TaskGroup, repairs: StepRepairs
+    ) -> list[Any]:
+        """The step's samples, each failed read replaced under the loader's ``on_error``.
+
+        The batch is read as usual; only when that fails is each slot read on its own, so
+        the slots that fail are known (a batch error that no single read repeats is raised).
+        """
+        assert self._read is not None
+        try:
+            return await self._read(plan, group)
+        except Exception as error:
+            batch_error = error
+        samples = []
+        for slot, index in enumerate(repairs.indices):
+            try:
+                sample = await self._read_one(index)
+            except Exception as error:
+                add_slot_note(error, plan, slot)
+                sample = await repairs.replace(slot, error, self._read_one)
+            samples.append(sample)
+        if not repairs.failures:
+            raise batch_error
+        return samples
 
     async def _plan(self, step: int) -> BatchPlan:
         plan = self.config.plan
