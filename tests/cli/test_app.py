@@ -18,7 +18,7 @@ def test_help_lists_what_each_subcommand_accepts() -> None:
         "aioloader demo [--workers N] [--prefetch N] [--steps N] [--start-step G] [--seed S]",
         "aioloader digest [--start START] [--stop STOP] [--workers N] [--prefetch N] [CONFIG]",
         "aioloader plan --batch-size B [--context-length L] [--pool-batches N] [--plot PNG]",
-        "aioloader tune --step-ms MS [--load-ms MS] [--batches N] [--epoch-batches N] [CONFIG]",
+        "aioloader tune --step-ms MS [--load-ms MS] [--batches N] [--epoch-batches N] [--auto]",
         "aioloader bench [--quick] [--rounds N] [--workloads W1,W3,...] [--output DIR |",
     ):
         assert usage in text
