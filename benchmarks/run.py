@@ -9,15 +9,15 @@ Workloads:
   processes), a hand-written numpy loop (the baseline) and two memory-copy floors.
 - W2: 2,048 objects of 64 KiB from SeaweedFS on loopback, direct and with 20 ms added per
   request: aioloader's ObjectStore, a hand-written aiohttp client, torch (rows of
-  ``benchmarks/bench_object_store.py``; left out, and said so, without ``weed``/aiohttp).
+  ``benchmarks/micro/bench_object_store.py``; left out, and said so, without ``weed``/aiohttp).
 - W3: 100,000 token sequences: padding in arrival order, bucketing, packing.
 - W4: resume at step 10^9 of a shuffled epoch over 2^40 items, against torch.
 - W5: JPEG decode + resize + normalise (Pillow), batch 64: plain loop, aioloader threads,
-  torch DataLoader, SPDL, Grain (``benchmarks/w5_jpeg.py``).
+  torch DataLoader, SPDL, Grain (``benchmarks/workloads/w5_jpeg.py``).
 - W8 (only when named: ``--workloads W8``; many minutes): three epochs over W6's JPEGs with a
   cache of 25% and 50% of the dataset: aioloader's memory (and disk) tier against MosaicML
   Streaming ``cache_limit``, LitData ``max_cache_size`` and WebDataset (no cache); bytes and
-  requests per epoch against the optimum (``benchmarks/w8_cache.py``).
+  requests per epoch against the optimum (``benchmarks/workloads/w8_cache.py``).
 - W7 (only when named: ``--workloads W7``, several minutes): 10,000 URLs of JPEGs from a
   loopback server with 50 ms latency and 2 % faults, resized and written to WebDataset
   shards by aioloader's ``ingest`` and by img2dataset 1.47.0.
@@ -25,7 +25,7 @@ Workloads:
   direct and +20 ms per request, against LitData, MosaicML Streaming and WebDataset, each in
   its own format. Peers: ``pip install -e '.[bench]'`` brings WebDataset; LitData and Mosaic
   need ``pip install --no-deps litdata==0.2.76 mosaicml-streaming==0.13.0`` plus their
-  small runtime deps (listed in ``benchmarks/w6_object_storage.py``: both require
+  small runtime deps (listed in ``benchmarks/workloads/w6_object_storage.py``: both require
   torchvision, which would replace the CPU torch); a missing peer gives a "not installed"
   row.
 
@@ -113,7 +113,7 @@ NOTES = {
         "Images/s: successful images / wall seconds of the ingestion call, each run a fresh "
         "process, both on the same 2 cores (the server too). Every run's successes and "
         "failures are checked URL by URL against the server's fate table; the first run's "
-        "shards are read by webdataset and by TarShards. See benchmarks/w7_ingest.py.",
+        "shards are read by webdataset and by TarShards. See benchmarks/workloads/w7_ingest.py.",
     ],
     "W6": [
         "Each row runs in a fresh process per round with empty local caches: one cold epoch "
@@ -170,7 +170,7 @@ def build_cases(
     notes = {k: list(v) for k, v in NOTES.items()}
     cases: list[harness.Case] = []
     if "W1" in workloads:
-        import w1_images
+        from workloads import w1_images
 
         cfg = (
             w1_images.W1Config(images=256, batch=32, warm=2, count=8, verify=9)
@@ -182,7 +182,7 @@ def build_cases(
         if quick:
             notes["W1"] = [f"Quick run: {cfg}."]
     if "W1U" in workloads:
-        import w1u_user_code
+        from workloads import w1u_user_code
 
         cfg1u = (
             w1u_user_code.W1uConfig(images=512, batch=32, warm=2, count=8, verify=9)
@@ -192,7 +192,7 @@ def build_cases(
         log("W1u: building and checking every port")
         cases += w1u_user_code.cases(cfg1u, log)
     if "W2" in workloads:
-        import w2_object_store
+        from workloads import w2_object_store
 
         cfg2 = (
             w2_object_store.W2Config(objects=128, inflight=(32,), torch_workers=None)
@@ -207,7 +207,7 @@ def build_cases(
         else:
             notes["W2"] = ["Left out: SeaweedFS (`weed`), aiohttp or obstore is missing."]
     if "W3" in workloads:
-        import w3_tokens
+        from workloads import w3_tokens
 
         cfg3 = (
             w3_tokens.W3Config(sequences=4000, warm=2, count=8) if quick else w3_tokens.W3Config()
@@ -217,7 +217,7 @@ def build_cases(
         if quick:
             notes["W3"].append(f"Quick run: {cfg3}.")
     if "W4" in workloads:
-        import w4_resume
+        from workloads import w4_resume
 
         cfg4 = (
             w4_resume.W4Config(
@@ -237,7 +237,7 @@ def build_cases(
         if quick:
             notes["W4"].append(f"Quick run: {cfg4}.")
     if "W1P" in workloads:
-        import w1p_gil
+        from workloads import w1p_gil
 
         cfg1p = w1p_gil.W1PConfig(count=8, verify=2) if quick else w1p_gil.W1PConfig()
         log("W1P: building and checking every port")
@@ -245,7 +245,7 @@ def build_cases(
         if quick:
             notes["W1P"].append(f"Quick run: {cfg1p}.")
     if "W5" in workloads:
-        import w5_jpeg
+        from workloads import w5_jpeg
 
         cfg5 = (
             w5_jpeg.W5Config(
@@ -266,7 +266,7 @@ def build_cases(
         if quick:
             notes["W5"].append(f"Quick run: {cfg5}.")
     if "W7" in workloads:
-        import w7_ingest
+        from workloads import w7_ingest
 
         cfg7 = w7_ingest.W7Config(urls=400, checked_images=20) if quick else w7_ingest.W7Config()
         if w7_ingest.available(log):
@@ -275,7 +275,7 @@ def build_cases(
         else:
             notes["W7"] = ["Left out: img2dataset, webdataset, aiohttp or Pillow is missing."]
     if "W8" in workloads:
-        import w8_cache
+        from workloads import w8_cache
 
         cfg8 = (
             w8_cache.W8Config(images=512, shards=16, peers=False)
@@ -291,7 +291,7 @@ def build_cases(
                 "Left out: SeaweedFS (`weed`), Pillow, obstore or webdataset is missing."
             ]
     if "W6" in workloads:
-        import w6_object_storage
+        from workloads import w6_object_storage
 
         cfg6 = (
             w6_object_storage.W6Config(images=512, direct=False)
@@ -384,7 +384,7 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
                 }
             )
     if any(c.workload == "W1P" for c in cases):
-        import w1p_gil
+        from workloads import w1p_gil
 
         out += w1p_gil.targets(cases, _target)
     ingest = _best(cases, "W7", "aioloader")
@@ -430,11 +430,11 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
             }
         )
     if any(c.workload == "W6" for c in cases):
-        import w6_object_storage
+        from workloads import w6_object_storage
 
         out += w6_object_storage.targets(cases)
     if any(c.workload == "W8" for c in cases):
-        import w8_cache
+        from workloads import w8_cache
 
         out += w8_cache.targets(cases)
     return out

@@ -183,7 +183,7 @@ def write_litdata(folder: Path, images: int, out: Path) -> None:
 def write_mosaic(folder: Path, images: int, out: Path) -> None:
     """Mosaic ``MDSWriter`` shards of 64 MB (the default size limit), no compression."""
     if _fresh(out):
-        from w6_systems import import_streaming
+        from workloads.w6_systems import import_streaming
 
         streaming = import_streaming()
         columns = {"jpg": "bytes", "label": "int", "id": "int"}

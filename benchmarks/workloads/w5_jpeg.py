@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 from harness import Case
-from w1_images import System, release
 
 from aioloader.core import (
     BatchPlan,
@@ -42,6 +41,7 @@ from aioloader.core import (
     rgb8_to_planar,
 )
 from aioloader.core._rng import SampleRng
+from workloads.w1_images import System, release
 
 FIELDS = ("images", "labels", "indices")
 SEED = 5

@@ -38,7 +38,7 @@ single runs vary by +-30 %):
   ``merge_parts``: the split ``ingest_on_ray`` makes, without Ray. Its spawns and imports
   are inside the timing, as img2dataset's are.
 
-Each run is a fresh child process (``python benchmarks/w7_ingest.py child ...``), timed
+Each run is a fresh child process (``python benchmarks/workloads/w7_ingest.py child ...``), timed
 inside around the ingestion call (imports excluded for both; img2dataset's worker spawns
 are part of its call: about 8 CPU-seconds, measured on a 200-URL run). Images/s =
 successful images / wall seconds. CPU ms/image counts every process of the run (the child
@@ -337,7 +337,9 @@ class _System:
         spec = {**self.spec, "output": str(output)}
         command = [sys.executable, str(HERE / "w7_ingest.py"), "child", self.name, json.dumps(spec)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=HERE.parent)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=900, cwd=HERE.parents[1]
+        )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         lines = [x for x in done.stdout.splitlines() if x.startswith("W7RESULT ")]
         if done.returncode != 0 or not lines:
@@ -488,5 +490,5 @@ def cases(cfg: W7Config, log: Callable[[str], None], stack: contextlib.ExitStack
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "child":
-        sys.path.insert(0, str(HERE.parent))
+        sys.path[:0] = [str(HERE.parent), str(HERE.parents[1])]
         child_main(sys.argv[2:])

@@ -3,7 +3,7 @@
 2,048 objects of 64 KiB read in batches of 64 and decoded with ``np.frombuffer`` (every
 object's first bytes are checked), directly and through a relay that delays every request
 by 20 ms (a remote store). The rows and their meaning are those of
-``benchmarks/bench_object_store.py``; here each runs once per round, interleaved with the
+``benchmarks/micro/bench_object_store.py``; here each runs once per round, interleaved with the
 other workloads. The hand-written aiohttp client (SigV4 GETs, the same batch driver) is the
 baseline of each path. torch's DataLoader runs on the direct path only: through the relay
 its 2 spawned workers are bounded by 2 reads / 20 ms = 100 samples/s.
@@ -30,8 +30,8 @@ def available(log: Callable[[str], None]) -> bool:
     """Whether the object-store benchmark can run here (weed binary, aiohttp, obstore)."""
     try:
         import aiohttp  # noqa: F401
-        import bench_object_store  # noqa: F401
         import obstore  # noqa: F401
+        from micro import bench_object_store  # noqa: F401
 
         from tests._support.s3 import find_weed
 
@@ -45,7 +45,7 @@ def available(log: Callable[[str], None]) -> bool:
 def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
     """Start the server and the relay (stopped by ``stack``), upload, build the rows."""
     import anyio
-    import bench_object_store as bench
+    from micro import bench_object_store as bench
 
     from tests._support.s3 import SeaweedServer
 

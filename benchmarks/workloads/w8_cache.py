@@ -38,7 +38,7 @@ every sample's decoded tensor (its CRC-32) must be the same in every row and epo
 checksums are anchored by ``preprocess`` of a few JPEGs computed in the parent. A row that
 breaks this fails. Peers: see ``w6_object_storage`` (``--no-deps`` installs, stubs).
 
-``python benchmarks/w8_cache.py SPEC_JSON`` runs one row (the child).
+``python benchmarks/workloads/w8_cache.py SPEC_JSON`` runs one row (the child).
 """
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for _path in (HERE, ROOT):
+ROOT = HERE.parents[1]
+for _path in (HERE.parent, ROOT):  # harness, systems, workloads; tests._support
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-import w6_data  # noqa: E402
+from workloads import w6_data  # noqa: E402
 
 DELAY = 0.020
 ANCHORS = (0, 17, 1000, 4095)  # samples whose tensors the parent computes itself
@@ -185,7 +185,7 @@ def write_tars(folder: Path, images: int, per_shard: int, out: Path) -> list[Pat
 def write_mosaic(folder: Path, images: int, out: Path, chunk_bytes: int) -> None:
     """Mosaic MDS shards of ``chunk_bytes`` (``cache_limit`` must hold four of them)."""
     if _fresh(out):
-        from w6_systems import import_streaming
+        from workloads.w6_systems import import_streaming
 
         streaming = import_streaming()
         columns = {"jpg": "bytes", "label": "int", "id": "int"}
@@ -262,10 +262,9 @@ def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
 
 def aioloader_loader(spec: dict[str, Any], scratch: Path) -> tuple[Any, Any]:
     """``(TarShards, DataLoader)`` of an aioloader row; the engine plans the cache itself."""
-    from w6_systems import _collate_tuples, _work
-
     import aioloader
     from tests._support.s3 import S3Info
+    from workloads.w6_systems import _collate_tuples, _work
 
     info = S3Info(
         spec["endpoint"], spec["bucket"], spec["access_key_id"], spec["secret_access_key"]
@@ -404,7 +403,7 @@ def available(log: Callable[[str], None]) -> bool:
 
 def prepare(cfg: W8Config, log: Callable[[str], None]) -> dict[str, Path]:
     """The images (W6's, cached) and every format at W8's shard size; returns the folders."""
-    from w6_object_storage import missing
+    from workloads.w6_object_storage import missing
 
     root = w6_data.cache_dir(cfg.images, cfg.seed)
     folder = w6_data.generate(root, cfg.images, cfg.seed)
@@ -457,7 +456,7 @@ def run_child(
     spec: dict[str, Any], relay: Any, timeout: float
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """One row in a fresh process: its result and the relay's counters at every mark."""
-    from w6_object_storage import _peer_env
+    from workloads.w6_object_storage import _peer_env
 
     child = subprocess.Popen(
         [sys.executable, str(HERE / "w8_cache.py"), json.dumps(spec)],
@@ -522,9 +521,9 @@ def per_epoch(marks: list[dict[str, float]], images: int) -> list[dict[str, floa
 def cases(cfg: W8Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Any]:
     """Prepare the data, start the server and the relay (stopped by ``stack``), build rows."""
     from harness import Case
-    from w6_object_storage import Relay, missing, upload
 
     from tests._support.s3 import SeaweedServer
+    from workloads.w6_object_storage import Relay, missing, upload
 
     formats = prepare(cfg, log)
     server = stack.enter_context(SeaweedServer(bucket="w8-bench"))
@@ -697,7 +696,8 @@ class Epochs:
 def _litdata_loader(spec: dict[str, Any], cache: Path) -> Any:
     import litdata
     from litdata.streaming import downloader
-    from w6_systems import _collate_tuples, _work
+
+    from workloads.w6_systems import _collate_tuples, _work
 
     downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True  # type: ignore[index]
     options = {
@@ -721,7 +721,7 @@ def _litdata_loader(spec: dict[str, Any], cache: Path) -> Any:
 
 
 def _mosaic_loader(spec: dict[str, Any], cache: Path) -> Any:
-    from w6_systems import _collate_tuples, _mosaic_worker_init, _work, import_streaming
+    from workloads.w6_systems import _collate_tuples, _mosaic_worker_init, _work, import_streaming
 
     streaming = import_streaming()
     from streaming.base.util import clean_stale_shared_memory
@@ -751,7 +751,7 @@ def _mosaic_loader(spec: dict[str, Any], cache: Path) -> Any:
 
 
 def _webdataset_epochs(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    from w6_systems import run_webdataset
+    from workloads.w6_systems import run_webdataset
 
     for epoch in range(spec["epochs"]):
         yield from run_webdataset({**spec, "seed": spec["seed"] + epoch})

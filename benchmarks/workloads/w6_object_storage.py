@@ -49,12 +49,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import w6_data
-import w6_systems
 from harness import Case
 
+from workloads import w6_data, w6_systems
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 DELAY = 0.020
 CHILD_TIMEOUT = 600.0
 

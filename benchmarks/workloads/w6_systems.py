@@ -1,6 +1,6 @@
 """W6's systems, each run in a fresh child process: one cold epoch, then a resume at 75%.
 
-``python benchmarks/w6_systems.py SPEC_JSON`` runs one row once. Each system gets a fresh
+``python benchmarks/workloads/w6_systems.py SPEC_JSON`` runs one row once. Each system gets a fresh
 process so that no state leaks between rows (Mosaic's shared memory, an obstore runtime
 started before a fork, imported modules). The child talks to its parent on stdout:
 ``MARK start`` (before the loader is built) and ``MARK epoch`` (after the epoch), each
@@ -43,12 +43,13 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-for _path in (HERE, HERE.parent):
+for _path in (HERE.parent, HERE.parents[1]):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
 import numpy as np  # noqa: E402
-import w6_data  # noqa: E402
+
+from workloads import w6_data  # noqa: E402
 
 PROBE = 17  # the sample whose tensor every system must produce bit for bit
 

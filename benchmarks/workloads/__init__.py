@@ -1,0 +1,1 @@
+"""Workloads: one module per workload (its data, per-sample work, rows and targets)."""
