@@ -26,7 +26,7 @@ use by hand::
     pip install lightning-utilities tifffile filelock requests boto3 xxhash zstd \
         python-snappy Brotli catalogue tqdm
 
-``w6_systems.import_streaming`` stubs the torchvision and transformers names Mosaic imports
+``systems.mosaic.import_streaming`` stubs the torchvision and transformers names Mosaic imports
 but never uses here; LitData only imports torchvision for image serializers W6 does not
 use (it stores raw JPEG bytes). A missing peer gives a "not installed" row.
 """
@@ -50,8 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import Case
+from systems import aioloader as aioloader_system
+from systems.s3spec import peer_env
 
-from workloads import w6_data, w6_systems
+from workloads import w6_data
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -259,7 +261,7 @@ def rows(cfg: W6Config, keys: list[str], index_dir: str, dataset_bytes: int) -> 
             )
         if (
             lib_has("BlockShuffledSampler")
-            and w6_systems.known_future_cache() is not None
+            and aioloader_system.known_future_cache() is not None
             and path == "+20 ms"
         ):
             out.append(
@@ -398,7 +400,7 @@ def run_child(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, **_peer_env(spec)},
+        env={**os.environ, **peer_env(spec)},
     )
     watchdog = threading.Timer(CHILD_TIMEOUT, child.kill)
     watchdog.start()
@@ -427,18 +429,6 @@ def run_child(
         raise RuntimeError(f"the {spec['system']} child ended with code {child.returncode}")
     start, end = marks["start"], marks["epoch"]
     return result, {k: end[k] - start[k] for k in end}
-
-
-def _peer_env(spec: dict[str, Any]) -> dict[str, str]:
-    """Credentials and endpoint as Mosaic reads them (environment variables)."""
-    return {
-        "S3_ENDPOINT_URL": spec["endpoint"],
-        "AWS_ACCESS_KEY_ID": spec["access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": spec["secret_access_key"],
-        "AWS_DEFAULT_REGION": spec["region"],
-        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
-        "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
-    }
 
 
 # -- targets ----------------------------------------------------------------------------

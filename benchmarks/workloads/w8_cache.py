@@ -66,6 +66,8 @@ for _path in (HERE.parent, ROOT):  # harness, systems, workloads; tests._support
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from systems import aioloader as aioloader_system  # noqa: E402
+
 from workloads import w6_data  # noqa: E402
 
 DELAY = 0.020
@@ -185,15 +187,9 @@ def write_tars(folder: Path, images: int, per_shard: int, out: Path) -> list[Pat
 def write_mosaic(folder: Path, images: int, out: Path, chunk_bytes: int) -> None:
     """Mosaic MDS shards of ``chunk_bytes`` (``cache_limit`` must hold four of them)."""
     if _fresh(out):
-        from workloads.w6_systems import import_streaming
+        from systems import mosaic
 
-        streaming = import_streaming()
-        columns = {"jpg": "bytes", "label": "int", "id": "int"}
-        with streaming.MDSWriter(out=str(out), columns=columns, size_limit=chunk_bytes) as w:
-            for i in range(images):
-                w.write(
-                    {"jpg": w6_data.read_jpeg(folder, i), "label": w6_data.label_of(i), "id": i}
-                )
+        mosaic.write(out, w6_data.mosaic_samples(folder, images), chunk_bytes)
         (out / ".done").touch()
 
 
@@ -224,22 +220,9 @@ def stored_bytes(folder: Path) -> int:
 
 
 # -- aioloader: the one place that builds the cache (adapt here when the API changes) -----
-def cache_class() -> Any:
-    """The known-future cache class of this aioloader, or None."""
-    import aioloader.sources
-
-    found = getattr(aioloader.sources, "KnownFutureCache", None)
-    if found is None:
-        with contextlib.suppress(ImportError):
-            from aioloader.sources import _cache  # type: ignore[attr-defined]
-
-            found = getattr(_cache, "KnownFutureCache", None)
-    return found
-
-
 def disk_tier_missing() -> str | None:
     """Why this aioloader has no disk tier (None when its cache takes ``disk_dir``)."""
-    found = cache_class()
+    found = aioloader_system.known_future_cache()
     if found is None:
         return "this aioloader has no KnownFutureCache"
     parameters = inspect.signature(found).parameters
@@ -250,7 +233,7 @@ def disk_tier_missing() -> str | None:
 
 def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
     """A cache of ``max_bytes`` in ``tier`` ("memory" or "disk", the latter under scratch)."""
-    found = cache_class()
+    found = aioloader_system.known_future_cache()
     if tier == "memory":
         return found(max_bytes=max_bytes)
     why = disk_tier_missing()
@@ -262,38 +245,8 @@ def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
 
 def aioloader_loader(spec: dict[str, Any], scratch: Path) -> tuple[Any, Any]:
     """``(TarShards, DataLoader)`` of an aioloader row; the engine plans the cache itself."""
-    import aioloader
-    from tests._support.s3 import S3Info
-    from workloads.w6_systems import _collate_tuples, _work
-
-    info = S3Info(
-        spec["endpoint"], spec["bucket"], spec["access_key_id"], spec["secret_access_key"]
-    )
     cache = aioloader_cache(spec["tier"], spec["cache_bytes"], scratch)
-    shards = aioloader.TarShards(
-        spec["keys"],
-        info.store(max_retries=2),
-        index_dir=spec["index_dir"],
-        max_concurrency=spec["inflight"],
-        cache=cache,
-    )
-    if spec["sampler"] == "block":
-        sizes = [len(index.samples) for index in shards.indices]
-        sampler: Any = aioloader.BlockShuffledSampler(
-            sizes, spec["batch"], window=4, drop_last=True
-        )
-    else:
-        sampler = aioloader.ShuffledSampler(len(shards), spec["batch"])
-    loader = aioloader.DataLoader(
-        shards,
-        sampler,
-        lambda samples, plan: _collate_tuples(samples),
-        seed=spec["seed"],
-        transform=lambda s, rng: _work(s["jpg"], s["cls"], s["id"]),
-        workers=spec["workers"],
-        max_inflight_reads=spec["inflight"],
-    )
-    return shards, loader
+    return aioloader_system.tar_loader(spec, w6_data.work, w6_data.collate_items, cache)
 
 
 # -- rows -----------------------------------------------------------------------------------
@@ -456,7 +409,7 @@ def run_child(
     spec: dict[str, Any], relay: Any, timeout: float
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """One row in a fresh process: its result and the relay's counters at every mark."""
-    from workloads.w6_object_storage import _peer_env
+    from systems.s3spec import peer_env
 
     child = subprocess.Popen(
         [sys.executable, str(HERE / "w8_cache.py"), json.dumps(spec)],
@@ -464,7 +417,7 @@ def run_child(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, **_peer_env(spec)},
+        env={**os.environ, **peer_env(spec)},
     )
     timed_out = threading.Event()
 
@@ -693,68 +646,22 @@ class Epochs:
             self.epochs.append([])
 
 
-def _litdata_loader(spec: dict[str, Any], cache: Path) -> Any:
-    import litdata
-    from litdata.streaming import downloader
+def _peer_loader(spec: dict[str, Any], cache: Path) -> Any:
+    """LitData's (``max_cache_size``) or Mosaic's (``cache_limit``) loader of the row."""
+    from systems import litdata, mosaic
 
-    from workloads.w6_systems import _collate_tuples, _work
-
-    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True  # type: ignore[index]
-    options = {
-        "endpoint_url": spec["endpoint"],
-        "aws_access_key_id": spec["access_key_id"],
-        "aws_secret_access_key": spec["secret_access_key"],
-        "region_name": spec["region"],
-    }
-    dataset = litdata.StreamingDataset(
-        f"s3://{spec['bucket']}/{spec['prefix']}",
-        cache_dir=str(cache),
-        shuffle=True,
-        seed=spec["seed"],
-        storage_options=options,
-        max_cache_size=spec["cache_bytes"],
-        transform=lambda s: _work(s["jpg"], s["label"], s["id"]),
-    )
-    return litdata.StreamingDataLoader(
-        dataset, batch_size=spec["batch"], num_workers=spec["workers"], collate_fn=_collate_tuples
-    )
-
-
-def _mosaic_loader(spec: dict[str, Any], cache: Path) -> Any:
-    from workloads.w6_systems import _collate_tuples, _mosaic_worker_init, _work, import_streaming
-
-    streaming = import_streaming()
-    from streaming.base.util import clean_stale_shared_memory
-
-    clean_stale_shared_memory()
-
-    class Images(streaming.StreamingDataset):  # type: ignore[misc, name-defined]
-        def __getitem__(self, index: int) -> Any:
-            sample = super().__getitem__(index)
-            return _work(sample["jpg"], sample["label"], sample["id"])
-
-    dataset = Images(
-        remote=f"s3://{spec['bucket']}/{spec['prefix']}",
-        local=str(cache),
-        shuffle=True,
-        shuffle_seed=spec["seed"],
-        batch_size=spec["batch"],
-        cache_limit=spec["cache_bytes"],
-    )
-    return streaming.StreamingDataLoader(
-        dataset,
-        batch_size=spec["batch"],
-        num_workers=spec["workers"],
-        collate_fn=_collate_tuples,
-        worker_init_fn=_mosaic_worker_init,
-    )
+    work, collate = w6_data.work, w6_data.collate_items
+    if spec["system"] == "litdata":
+        return litdata.loader(spec, cache, work, collate, max_cache_size=spec["cache_bytes"])
+    return mosaic.loader(spec, cache, work, collate, cache_limit=spec["cache_bytes"])
 
 
 def _webdataset_epochs(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    from workloads.w6_systems import run_webdataset
+    from systems import webdataset
 
     for epoch in range(spec["epochs"]):
-        yield from run_webdataset({**spec, "seed": spec["seed"] + epoch})
+        seeded = {**spec, "seed": spec["seed"] + epoch}
+        yield from webdataset.batches(seeded, w6_data.work, w6_data.collate_items)
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -771,13 +678,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         for batch in _webdataset_epochs(spec):
             epochs.take(batch)
     elif system in ("litdata", "mosaic"):
-        make = _litdata_loader if system == "litdata" else _mosaic_loader
-        loader = make(spec, scratch / "cache")
+        loader = _peer_loader(spec, scratch / "cache")
         for _ in range(spec["epochs"]):
             for batch in loader:
                 epochs.take(batch)
     else:
-        import anyio
 
         async def consume() -> None:
             shards, loader = aioloader_loader(spec, scratch)
@@ -789,7 +694,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 k: v for k, v in dataclasses.asdict(statistics).items() if isinstance(v, int)
             }
 
-        anyio.run(consume, backend="asyncio", backend_options={"use_uvloop": True})
+        aioloader_system.run_async(consume)
     result["epochs"] = epochs.epochs[: spec["epochs"]]
     shutil.rmtree(scratch, ignore_errors=True)
     return result

@@ -1,0 +1,77 @@
+"""aioloader: ``DataLoader`` rows, in memory and over tar shards on S3, and the async runner."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from systems.s3spec import Collate, Work
+
+
+def run_async(function: Callable[[], Any], uvloop: bool = True) -> Any:
+    """``anyio.run(function)`` on asyncio, with uvloop unless told otherwise."""
+    import anyio
+
+    return anyio.run(function, backend="asyncio", backend_options={"use_uvloop": uvloop})
+
+
+def known_future_cache() -> Any:
+    """``KnownFutureCache`` of this aioloader, or None where it lacks one."""
+    import aioloader.sources
+
+    found = getattr(aioloader.sources, "KnownFutureCache", None)
+    if found is None:
+        with contextlib.suppress(ImportError):
+            from aioloader.sources import _cache  # type: ignore[attr-defined]
+
+            found = getattr(_cache, "KnownFutureCache", None)
+    return found
+
+
+def tar_loader(
+    spec: dict[str, Any],
+    work: Work,
+    collate: Collate,
+    cache: Any = None,
+    plan_from: int | None = None,
+) -> tuple[Any, Any]:
+    """``(TarShards, DataLoader)`` over the spec's WebDataset tars on S3.
+
+    ``spec["sampler"] == "block"`` picks ``BlockShuffledSampler(window=spec["window"] or 4)``,
+    else ``ShuffledSampler``. With ``plan_from``, the cache is planned from that step here.
+    """
+    import aioloader
+    from tests._support.s3 import S3Info
+
+    info = S3Info(
+        spec["endpoint"], spec["bucket"], spec["access_key_id"], spec["secret_access_key"]
+    )
+    options = {} if cache is None else {"cache": cache}
+    shards = aioloader.TarShards(
+        spec["keys"],
+        info.store(max_retries=2),
+        index_dir=spec["index_dir"],
+        max_concurrency=spec["inflight"],
+        **options,
+    )
+    if spec.get("sampler") == "block":
+        sizes = [len(index.samples) for index in shards.indices]
+        sampler: Any = aioloader.BlockShuffledSampler(
+            sizes, spec["batch"], window=spec.get("window", 4), drop_last=True
+        )
+    else:
+        sampler = aioloader.ShuffledSampler(len(shards), spec["batch"])
+    if cache is not None and plan_from is not None:
+        cache.plan(sampler, spec["seed"], plan_from)
+    loader = aioloader.DataLoader(
+        shards,
+        sampler,
+        lambda samples, plan: collate(samples),
+        seed=spec["seed"],
+        transform=lambda s, rng: work(s["jpg"], s["cls"], s["id"]),
+        workers=spec["workers"],
+        prefetch=spec.get("prefetch", 8),
+        max_inflight_reads=spec["inflight"],
+    )
+    return shards, loader
