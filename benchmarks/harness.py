@@ -352,3 +352,41 @@ def python_command() -> str:
     """The command line that started this process, as a person would type it."""
     argv = [Path(sys.argv[0]).as_posix(), *sys.argv[1:]]
     return "python " + " ".join(argv)
+
+
+# -- targets ------------------------------------------------------------------------------
+def median(case: Case | None) -> float | None:
+    """The case's median, or None without a case."""
+    return Case.summary(case)["median"] if case is not None else None
+
+
+def best(cases: Sequence[Case], workload: str, group: str, prefix: str = "") -> Case | None:
+    """The best measured row of ``group`` in ``workload`` whose name starts with ``prefix``."""
+    mine = [
+        c
+        for c in cases
+        if c.workload == workload and c.group == group and c.values and c.system.startswith(prefix)
+    ]
+    if not mine:
+        return None
+    pick = max if mine[0].higher_is_better else min
+    return pick(mine, key=lambda c: Case.summary(c)["median"])
+
+
+def target(text: str, mine: Case | None, theirs: Case | None, at_least: float) -> dict[str, Any]:
+    """The target ``median(mine) / median(theirs) >= at_least``, measured."""
+    if mine is None or theirs is None:
+        return {"target": text, "measured": "n/a (a row is missing)", "met": None}
+    a, b = median(mine), median(theirs)
+    value = a / b if a and b else 0.0
+    return {
+        "target": text,
+        "measured": f"{value:.2f}x ({mine.system} {a:,.0f} vs {theirs.system} {b:,.0f})",
+        "ratio": value,
+        "met": value >= at_least,
+    }
+
+
+def fact_target(text: str, measured: str, met: bool | None) -> dict[str, Any]:
+    """A target that is not a ratio of two rows."""
+    return {"target": text, "measured": measured, "met": met}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import harness
 
 from systems.s3spec import Collate, Work
 
@@ -14,6 +17,55 @@ def run_async(function: Callable[[], Any], uvloop: bool = True) -> Any:
     import anyio
 
     return anyio.run(function, backend="asyncio", backend_options={"use_uvloop": uvloop})
+
+
+class Aioloader(harness.Port):
+    """A ``DataLoader`` built by ``make()``, consumed with ``async for`` in one event loop.
+
+    ``measure`` releases each batch (``self.release``) and times ``count`` batches after
+    ``warm``; ``close_timed`` also times the stream's close. ``batches`` (the check before
+    timing) collects a stream, or with ``sync`` reads ``iter_sync``.
+    """
+
+    group = "aioloader"
+
+    def __init__(self, make: Callable[[], Any], uvloop: bool = True, sync: bool = False) -> None:
+        self.make, self.uvloop, self.sync = make, uvloop, sync
+        self.close_timed = False
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        loader = self.make()
+        if self.sync:
+            yield loader.iter_sync(0, stop, backend_options={"use_uvloop": self.uvloop})
+            return
+        collected: list[Any] = []
+
+        async def consume() -> None:
+            async with loader.stream(0, stop) as stream:
+                async for batch in stream:
+                    collected.append(batch)
+
+        run_async(consume, self.uvloop)
+        yield iter(collected)
+
+    def measure(self, warm: int, count: int) -> float:
+        loader = self.make()
+
+        async def consume() -> float:
+            seen, started = 0, 0.0
+            async with loader.stream(0, warm + count) as stream:
+                async for batch in stream:
+                    if seen == warm:
+                        started = time.perf_counter()
+                    self.release(batch)
+                    seen += 1
+                ended = time.perf_counter()
+            if self.close_timed:
+                ended = time.perf_counter()
+            return count / (ended - started)
+
+        return float(run_async(consume, self.uvloop))
 
 
 def known_future_cache() -> Any:

@@ -121,3 +121,23 @@ def _reader(function: Callable[..., float], *args: Any) -> Callable[[], float]:
         return function(info, endpoint, inflight, n, 1)
 
     return measure
+
+
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W2"
+TITLE = "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64"
+NOTES = [
+    "Ratios: each aioloader row against the hand-written aiohttp row of the same path and "
+    "reads in flight (torch against aiohttp at the smaller number in flight). The latency "
+    "bound is reads in flight / 20 ms. On a small machine the server, the relay and the "
+    "client share the cores, so the direct rows show what the machine can serve at all.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W2's cases and notes (left out, and said so, without weed, aiohttp or obstore)."""
+    cfg = W2Config(objects=128, inflight=(32,), torch_workers=None) if quick else W2Config()
+    log("W2: starting SeaweedFS and the 20 ms relay, uploading")
+    if not available(log):
+        return [], ["Left out: SeaweedFS (`weed`), aiohttp or obstore is missing."]
+    return cases(cfg, log, stack), NOTES + ([f"Quick run: {cfg}."] if quick else [])

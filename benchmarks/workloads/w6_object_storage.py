@@ -516,3 +516,31 @@ def targets(cases: list[Case]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W6"
+OPT_IN = True  # minutes; LitData and Mosaic installed by hand
+TITLE = (
+    "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
+    "batch 64; cold epoch"
+)
+NOTES = [
+    "Each row runs in a fresh process per round with empty local caches: one cold epoch "
+    "(loader construction included), then a fresh loader resumed at 75% of the epoch. "
+    "Ratios: each row against WebDataset with 2 workers on the same path. Requests and "
+    "bytes are counted by the relay (+20 ms rows only); S3 CPU is the SeaweedFS "
+    "process's utime + stime over the epoch. Sample 17's tensor equals preprocess() of "
+    "its JPEG in every row (checked in every round, the warm-up included). WebDataset "
+    "has no resume: its row rebuilds the pipeline and skips 75% of each worker's samples "
+    "before decoding (still downloading them), in a different order.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W6's cases and notes (left out, and said so, without weed, Pillow or obstore)."""
+    cfg = W6Config(images=512, direct=False) if quick else W6Config()
+    log("W6: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
+    if not available(log):
+        return [], ["Left out: SeaweedFS (`weed`), Pillow or obstore is missing."]
+    return cases(cfg, log, stack), NOTES + ([f"Quick run: {cfg}."] if quick else [])

@@ -711,5 +711,24 @@ def main() -> None:
     os._exit(0)  # worker processes of the peers end with us
 
 
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W8"
+OPT_IN = True  # many minutes
+TITLE = (
+    "three epochs with a cache of 25% and 50% of the dataset: W6's JPEGs in about 32 "
+    "shards from SeaweedFS, +20 ms per request; bytes and requests per epoch"
+)
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W8's cases and notes (``--w8-images`` sets the dataset size)."""
+    images = getattr(args, "w8_images", None) or 4096
+    cfg = W8Config(images=512, shards=16, peers=False) if quick else W8Config(images=images)
+    log("W8: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
+    if not available(log):
+        return [], ["Left out: SeaweedFS (`weed`), Pillow, obstore or webdataset is missing."]
+    return cases(cfg, log, stack), [*NOTES, f"Settings: {cfg}."]
+
+
 if __name__ == "__main__":
     main()
