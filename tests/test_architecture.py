@@ -209,6 +209,7 @@ def test_ruff_format_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # mypy reads torch and jax stubs: minutes
 def test_mypy_strict_is_clean() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "aioloader", "tests"],

@@ -48,6 +48,7 @@ def test_random_shift_moves_by_the_drawn_offsets(example: ModuleType) -> None:
     assert image.tolist() == [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]]
 
 
+@pytest.mark.slow  # trains three times
 @pytest.mark.usefixtures("threads")
 def test_stop_and_resume_repeat_the_uninterrupted_losses(
     example: ModuleType, tmp_path: Path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 
 from .._progress import Progress
+from ..core import _backend
 from ..core._digest import digest_batch
 from ..core._samplers import ShuffledSampler
 from ..engine._loader import DataLoader
@@ -19,11 +21,23 @@ from ._arguments import BACKENDS, backend_arguments, default_backend, non_negati
 WORKERS = 0
 PREFETCH = 8
 """The fastest W1 setting measured in the README's performance table (with uvloop)."""
+WARM_UP = 16
+"""Batches consumed before the clock starts, as ``aioloader bench`` does (fills the ring)."""
+
+
+@dataclass(frozen=True)
+class StartUp:
+    """The time before the steady state: the first batch, then the compiled kernels."""
+
+    first_batch_seconds: float
+    kernels: str
+    kernels_seconds: float
+    kernels_note: str
 
 
 @dataclass(frozen=True)
 class DemoResult:
-    """What one pass over the demo's steps measured."""
+    """What one timed pass over the demo's steps measured (after its warm-up)."""
 
     steps: int
     seconds: float
@@ -59,19 +73,62 @@ def make_demo_loader(
     )
 
 
-async def run_demo(
-    loader: DataLoader[Any, Any], start: int, steps: int, digest: bool, progress: bool
-) -> DemoResult:
-    """Consume ``steps`` batches from ``start``, hashing each one if ``digest``."""
-    combined = hashlib.sha256()
-    bar = Progress(steps, "batches") if progress else None
-    wait_before = loader.statistics().consumer_wait_seconds
-    started = time.perf_counter()
-    async with loader.stream(start, start + steps) as batches:
+async def start_up(loader: DataLoader[Any, Any], start: int) -> StartUp:
+    """Time the first batch of a fresh loader, then wait for the compiled kernels.
+
+    The first batch never waits for the kernels (numpy builds it when they are not loaded
+    yet); the steady state is measured once they are, so that it is the rate a training
+    run sees after its first seconds.
+    """
+    began = time.perf_counter()
+    async with loader.stream(start, start + 1) as batches:
         async for batch in batches:
+            batch.release()
+    first = time.perf_counter() - began
+    if _backend.filler_pid() is not None:
+        print(
+            "loading the batch kernels (the first run on a machine compiles them: seconds)",
+            file=sys.stderr,
+        )
+    await anyio.to_thread.run_sync(_backend.load if _backend.chosen() != "numpy" else _none)
+    kernels = _backend.active()
+    if _backend.chosen() == "numpy":
+        note = "AIOLOADER_KERNELS=numpy"
+    elif kernels == "numpy":
+        note = f"the compiled kernels could not load: {_backend.failure()}"
+    else:
+        note = "compiled once per machine, then loaded from numba's cache"
+    return StartUp(first, kernels, time.perf_counter() - began, note)
+
+
+def _none() -> None:
+    return None
+
+
+async def run_demo(
+    loader: DataLoader[Any, Any],
+    start: int,
+    steps: int,
+    digest: bool,
+    progress: bool,
+    warm_up: int = 0,
+) -> DemoResult:
+    """Consume ``warm_up`` untimed batches from ``start``, then ``steps`` timed ones.
+
+    With ``digest`` every timed batch is hashed.
+    """
+    combined = hashlib.sha256()
+    bar = Progress(warm_up + steps, "batches") if progress else None
+    wait_before, started, seen = 0.0, time.perf_counter(), 0
+    async with loader.stream(start, start + warm_up + steps) as batches:
+        async for batch in batches:
+            if seen == warm_up:
+                wait_before = loader.statistics().consumer_wait_seconds
+                started = time.perf_counter()
             with batch:
-                if digest:
+                if digest and seen >= warm_up:
                     combined.update(digest_batch(batch).encode())
+            seen += 1
             if bar is not None:
                 bar.advance()
     seconds = time.perf_counter() - started
@@ -89,12 +146,36 @@ def demo_main(
     backend: str,
     digest: bool,
     progress: bool,
-) -> DemoResult:
-    """Build the demo loader, run one pass on ``backend`` and return what it measured."""
+) -> tuple[StartUp, DemoResult]:
+    """Build the demo loader, time its start-up, then one pass on ``backend``.
+
+    Without ``digest`` the pass is the steady state: ``WARM_UP`` untimed batches from
+    ``start_step``, then ``steps`` timed ones. With ``digest`` it hashes exactly the steps
+    ``start_step .. start_step + steps - 1`` (no warm-up: the digest names those steps).
+    """
     name, options = backend_arguments(backend)
     loader = make_demo_loader(seed=seed, workers=workers, prefetch=prefetch)
-    return anyio.run(
-        run_demo, loader, start_step, steps, digest, progress, backend=name, backend_options=options
+    warm_up = 0 if digest else WARM_UP
+
+    async def both() -> tuple[StartUp, DemoResult]:
+        began = await start_up(loader, start_step)
+        return began, await run_demo(loader, start_step, steps, digest, progress, warm_up)
+
+    return anyio.run(both, backend=name, backend_options=options)
+
+
+def wait_explained(workers: int, share: float) -> str:
+    """The consumer's wait share in words: what it means at this worker count."""
+    if workers == 0:
+        return (
+            f"the consumer waited {share:.0%} of that time; at --workers 0 the event loop "
+            "builds each batch while the consumer awaits it, so this is the build time, "
+            "not starvation"
+        )
+    return (
+        f"the consumer waited {share:.0%} of that time: a training step would sit idle "
+        f"that long while the {workers} worker thread{'s' if workers > 1 else ''} built "
+        "batches (near 0% means the loader keeps ahead)"
     )
 
 
@@ -160,16 +241,19 @@ def run(args: argparse.Namespace) -> list[str]:
         "backend": args.backend,
         "progress": True,
     }
-    plain = demo_main(digest=False, **options)
+    began, plain = demo_main(digest=False, **options)
     last = args.start_step + args.steps - 1
     lines = [
         f"steps {args.start_step}..{last}  workers {args.workers}  prefetch {args.prefetch}  "
         f"backend {args.backend}",
-        f"loader alone   {plain.batches_per_second:,.0f} batches/s  "
-        f"(consumer waited {plain.wait_share:.1%} of the pass)",
+        f"start-up       first batch after {began.first_batch_seconds:.2f} s; kernels "
+        f"{began.kernels} ready after {began.kernels_seconds:.2f} s ({began.kernels_note})",
+        f"steady state   {plain.batches_per_second:,.0f} batches/s over {plain.steps} "
+        f"batches, after {WARM_UP} warm-up batches",
+        f"waiting        {wait_explained(args.workers, plain.wait_share)}",
     ]
     if not args.no_digest:
-        hashed = demo_main(digest=True, **options)
+        _, hashed = demo_main(digest=True, **options)
         lines += [
             f"with hashing   {hashed.batches_per_second:,.0f} batches/s  "
             "(SHA-256 of every batch on the consumer's thread)",

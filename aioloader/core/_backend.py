@@ -3,14 +3,17 @@
 Both give the same bits, so the choice only changes speed. ``AIOLOADER_KERNELS`` (or
 ``use_kernels``) picks:
 
-- ``auto`` (default): the first use starts loading the compiled kernels on a background
-  thread (numba's import and its on-disk cache: about a second; compilation on a machine
-  that never ran them: seconds, once); until they are ready the numpy reference builds
-  the batches, so the first batch never waits for numba.
-- ``numba``: the first use loads them and waits (tests and benchmarks use this).
+- ``auto`` (default): the first use starts a child process that fills numba's on-disk cache
+  (``_kernel_cache``: it compiles on a machine that never ran the kernels, seconds, once;
+  else it finds them cached); until it is done the numpy reference builds the batches, so
+  no batch waits for the compiler and no thread of ours compiles. The first use after the
+  child is done loads the kernels from the cache on the calling thread (numba's import and
+  tens of milliseconds per kernel); another thread asking meanwhile gets numpy.
+- ``numba``: the first use loads them and waits (tests and benchmarks use this); a child
+  filling the cache is waited for first, so the kernels compile once.
 - ``numpy``: the reference only.
 
-The loader thread is the only thread the core starts; it runs once per process.
+The core starts no thread; the child is killed at exit, so an exit never waits for LLVM.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ import threading
 from collections.abc import Iterator
 from types import ModuleType
 
+from ._kernel_cache import FAILED, FILLING, Filler, load_every_kernel
+
 CHOICES = ("auto", "numba", "numpy")
-_state_lock = threading.Lock()
 _load_lock = threading.Lock()
 _choice: str | None = None
 _loaded: ModuleType | None = None
 _failure: str | None = None
-_loader: threading.Thread | None = None
+_filler = Filler()
 
 
 def _check(name: str, value: object) -> str:
@@ -52,45 +56,60 @@ def compiled() -> ModuleType | None:
         return _loaded
     if choice == "numba":
         return load()
-    _start_loading()
-    return None
+    return _load_once_cached()
 
 
-def _start_loading() -> None:
-    global _loader
-    with _state_lock:
-        if _loader is not None or _failure is not None:
-            return
-        # Not a daemon: the interpreter waits for it at exit, since a thread killed inside
-        # LLVM while the interpreter finalizes aborts the process (seen on a cold cache).
-        _loader = threading.Thread(target=load, name="aioloader-kernels", daemon=False)
-        _loader.start()
-
-
-def load() -> ModuleType | None:
-    """Load every compiled kernel now (waits for a load in progress); ``None`` if it failed."""
-    global _loaded, _failure
-    with _load_lock:
-        if _loaded is None and _failure is None:
-            _failure = _load_kernels()
-            if _failure is None:
-                from . import _kernels
-
-                _loaded = _kernels
+def _load_once_cached() -> ModuleType | None:
+    """``auto``: the kernels once the child has filled the cache; ``None`` until then."""
+    if _failure is not None:
+        return None
+    state = _filler.poll()
+    if state == FILLING:
+        return None
+    if state == FAILED:
+        _fail(_filler.failure)
+        return None
+    if not _load_lock.acquire(blocking=False):  # another thread loads them: numpy meanwhile
+        return None
+    try:
+        _load_here()
+    finally:
+        _load_lock.release()
     return _loaded
 
 
-def _load_kernels() -> str | None:
-    """Import and load every kernel; what went wrong, or ``None``."""
-    try:
-        from . import _kernels
+def load() -> ModuleType | None:
+    """Load every compiled kernel now (waits for a load in progress); ``None`` if it failed.
 
-        if _kernels.HEADER is None:
-            return "numpy's array object layout is not the expected one"
-        _kernels.load_all()
-    except Exception as error:  # numba missing or broken: the reference runs
-        return f"{type(error).__name__}: {error}"
-    return None
+    A child filling the cache is waited for first, so that the kernels compile once.
+    """
+    if _loaded is None and _failure is None:
+        _filler.wait()
+    with _load_lock:
+        _load_here()
+    return _loaded
+
+
+def _load_here() -> None:
+    """Load the kernels in this process (the caller holds ``_load_lock``)."""
+    global _loaded
+    if _loaded is None and _failure is None:
+        _fail(load_every_kernel())
+        if _failure is None:
+            from . import _kernels
+
+            _loaded = _kernels
+
+
+def _fail(failure: str | None) -> None:
+    global _failure
+    if failure is not None and _failure is None:
+        _failure = failure
+
+
+def filler_pid() -> int | None:
+    """The process id of the child filling the cache, while it runs (for checks)."""
+    return _filler.pid
 
 
 def active() -> str:

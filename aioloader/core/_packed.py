@@ -6,11 +6,9 @@ the free rng stream 2); its ``layout`` tells the collator where each piece goes.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +18,7 @@ from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
 from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._rng import _derive_unchecked
-from ._samplers import IndexArray, _check_position
+from ._samplers import IndexArray, RecentEpochs, _check_position, batches_in
 from ._sequences import _EMPTY, Int64Array, _as_arrays, byte_layout, compiled_for, ids_of
 from ._streams import RngStream
 
@@ -36,14 +34,11 @@ class PackedSampler:
     goes. The plans of the two most recent epochs are cached.
     """
 
-    _CACHE_SIZE = 2
-
     __slots__ = (
-        "_cache",
         "_ctx",
         "_drop_last",
+        "_epochs",
         "_lengths",
-        "_lock",
         "_overflow",
         "_rows",
         "_rows_per_batch",
@@ -67,10 +62,8 @@ class PackedSampler:
         self._overflow = overflow
         self._drop_last = bool(drop_last)
         self._rows = pack_lengths(self._lengths, self._ctx, overflow).num_rows
-        full, rest = divmod(self._rows, self._rows_per_batch)
-        self._steps = full if self._drop_last or rest == 0 else full + 1
-        self._cache: OrderedDict[tuple[int, int], tuple[Packing, Int64Array]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._steps = batches_in(self._rows, self._rows_per_batch, self._drop_last)
+        self._epochs = RecentEpochs(self._epoch_plan)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -94,7 +87,7 @@ class PackedSampler:
     def layout(self, seed: int, epoch: int, step: int) -> Packing:
         """The rows of ``(epoch, step)``; ``documents`` holds dataset indices."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        packing, row_order = self._epoch_plan(seed_value, epoch_value)
+        packing, row_order = self._epochs.get(seed_value, epoch_value)
         chosen = row_order[
             step_value * self._rows_per_batch : (step_value + 1) * self._rows_per_batch
         ]
@@ -114,12 +107,6 @@ class PackedSampler:
         )
 
     def _epoch_plan(self, seed: int, epoch: int) -> tuple[Packing, Int64Array]:
-        key = (seed, epoch)
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
         n = self._lengths.shape[0]
         order_key = _derive_unchecked(seed, epoch, 0, 0, RngStream.PACK)
         keyed = keyed_permutation_array(np.arange(n, dtype=np.uint64), n, order_key)
@@ -140,19 +127,24 @@ class PackedSampler:
         )
         row_order = np.empty(self._rows, np.int64)
         row_order[position.astype(np.int64)] = np.arange(self._rows)
-        plan = (packing, row_order)
-        with self._lock:
-            self._cache[key] = plan
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._CACHE_SIZE:
-                self._cache.popitem(last=False)
-        return plan
+        return packing, row_order
 
     def __repr__(self) -> str:
         return (
             f"PackedSampler(n={self._lengths.shape[0]}, context_length={self._ctx}, "
             f"rows_per_batch={self._rows_per_batch}, overflow={self._overflow!r})"
         )
+
+
+class _PackJob(NamedTuple):
+    """One batch to pack: the samples, their layout, and the arrays to fill."""
+
+    arrays: list[npt.NDArray[Any]]
+    layout: Packing
+    source: Int64Array  # sample slot of every piece
+    tokens: npt.NDArray[Any]
+    positions: Int64Array
+    segments: npt.NDArray[np.int32]
 
 
 class _PackedState(StepState):
@@ -248,11 +240,9 @@ class PackCollator:
         buffers = [tokens, positions, segments]
         try:
             kernels = compiled_for(arrays)
-            done = kernels is not None and self._fill_compiled(
-                kernels, arrays, layout, source, tokens, positions, segments
-            )
-            if not done:
-                self._fill_reference(arrays, layout, source, tokens, positions, segments)
+            job = _PackJob(arrays, layout, source, tokens, positions, segments)
+            if kernels is None or not self._fill_compiled(kernels, job):
+                self._fill_reference(job)
             mask = None
             if self._causal:
                 mask = pool.acquire((rows, ctx, ctx), np.bool_)
@@ -277,17 +267,9 @@ class PackCollator:
         state.stamp(plan)
         return PackedBatch(state)
 
-    def _fill_compiled(
-        self,
-        kernels: ModuleType,
-        arrays: list[npt.NDArray[Any]],
-        layout: Packing,
-        source: Int64Array,
-        tokens: npt.NDArray[Any],
-        positions: Int64Array,
-        segments: npt.NDArray[np.int32],
-    ) -> bool:
+    def _fill_compiled(self, kernels: ModuleType, job: _PackJob) -> bool:
         """Tokens, positions and segments in one GIL-free call; False if it declines."""
+        arrays, layout, source, tokens, positions, segments = job
         rows, pattern = byte_layout(tokens, self._value)
         pieces = [
             np.ascontiguousarray(a, dtype=np.int64)
@@ -306,16 +288,9 @@ class PackCollator:
         )
         return bool(status < 0)
 
-    def _fill_reference(
-        self,
-        arrays: list[npt.NDArray[Any]],
-        layout: Packing,
-        source: Int64Array,
-        tokens: npt.NDArray[Any],
-        positions: Int64Array,
-        segments: npt.NDArray[np.int32],
-    ) -> None:
+    def _fill_reference(self, job: _PackJob) -> None:
         """The numpy reference of ``_fill_compiled``."""
+        arrays, layout, source, tokens, positions, segments = job
         tokens[...] = self._value
         row_of = layout.row_of_piece().tolist()
         for r, k, s, n, o in zip(

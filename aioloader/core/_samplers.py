@@ -71,6 +71,12 @@ def _check_position(seed: Any, epoch: Any, step: Any, steps_per_epoch: int) -> t
     return seed_value, epoch_value, step_value
 
 
+def batches_in(items: int, per_batch: int, drop_last: bool) -> int:
+    """Batches of ``per_batch`` that ``items`` make: the short last one counts unless dropped."""
+    full, rest = divmod(items, per_batch)
+    return full if drop_last or rest == 0 else full + 1
+
+
 def check_sampler(sampler: Any, *, needs_a_step: bool = True) -> Sampler:
     """``sampler`` if it has ``steps_per_epoch`` and ``indices(seed, epoch, step)``.
 
@@ -99,8 +105,7 @@ class _PositionalSampler:
         if not isinstance(drop_last, bool):
             raise TypeError(f"drop_last must be a bool but got {type(drop_last).__name__}")
         self._drop_last = drop_last
-        full, rest = divmod(self._n, self._batch_size)
-        self._steps = full if drop_last or rest == 0 else full + 1
+        self._steps = batches_in(self._n, self._batch_size, drop_last)
 
     @property
     def n(self) -> int:

@@ -32,6 +32,7 @@ from ._samplers import (
     Sampler,
     _check_position,
     _PositionalSampler,
+    batches_in,
     check_sampler,
 )
 from ._streams import RngStream
@@ -226,8 +227,7 @@ class DistributedSampler(_OneRank):
             self._num_samples = self._n // self._world_size
         else:
             self._num_samples = -(-self._n // self._world_size)
-        full, rest = divmod(self._num_samples, self._batch_size)
-        self._steps = full if drop_last_batch or rest == 0 else full + 1
+        self._steps = batches_in(self._num_samples, self._batch_size, drop_last_batch)
 
     @property
     def n(self) -> int:

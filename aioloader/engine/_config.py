@@ -36,6 +36,7 @@ class LoaderConfig:
         executor: ``"thread"`` or ``"process"``.
         prefetch: ring slots per stream.
         max_inflight_reads: bound on concurrent reads per stream.
+        persistent_workers: whether worker processes outlive a stream (``"process"``).
     """
 
     dataset: Any
@@ -50,6 +51,7 @@ class LoaderConfig:
     executor: str
     prefetch: int
     max_inflight_reads: int
+    persistent_workers: bool = False
 
     def plan(self, step: int) -> BatchPlan:
         """The plan of ``step``, its indices checked against the dataset."""

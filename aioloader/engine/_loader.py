@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import anyio
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
@@ -14,11 +15,13 @@ from ..core._check import as_int, positive_up_to, u64
 from ..core._samplers import Sampler, check_sampler
 from ._build import Transform, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
-from ._reads import describe_dataset_kind
+from ._processes import ProcessStatistics
+from ._reads import describe_dataset_kind, sync_getter
 from ._ring import RingStatistics
 from ._state import check_state, stream_fingerprint
 from ._stream import BatchStream
 from ._work import StreamWork
+from ._worker_pool import WorkerPool
 
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
@@ -39,6 +42,7 @@ CONFIGURATION = frozenset(
         "prefetch",
         "max_inflight_reads",
         "executor",
+        "persistent_workers",
     }
 )
 EXECUTORS = ("thread", "process")
@@ -58,6 +62,7 @@ class LoaderStatistics:
     reads_total: int
     next_step: int
     ring: RingStatistics | None
+    processes: ProcessStatistics | None = None
 
     @property
     def mean_wait_per_batch(self) -> float:
@@ -112,6 +117,10 @@ class DataLoader(Generic[SampleT, BatchT]):
         executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
             whole steps into recycled shared memory, for transforms that hold the GIL
             (transform, collator, samples and batches must pickle).
+        persistent_workers: with ``executor="process"``, keep the processes from the first
+            stream to ``aclose()`` (or garbage collection): later streams and epochs start
+            at once. ``None`` (default) means True for processes; ``False`` starts and stops
+            them with every stream.
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
             and built with workers; with ``workers=0`` read ahead and built when taken).
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
@@ -127,6 +136,7 @@ class DataLoader(Generic[SampleT, BatchT]):
     workers: int
     requested_workers: int
     executor: str
+    persistent_workers: bool
     prefetch: int
     max_inflight_reads: int
 
@@ -140,6 +150,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         transform: Transform | None = None,
         workers: int = 0,
         executor: str = "thread",
+        persistent_workers: bool | None = None,
         prefetch: int = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
@@ -170,6 +181,15 @@ class DataLoader(Generic[SampleT, BatchT]):
             raise ValueError(
                 f"executor='process' requires workers >= 1 but got workers={requested_workers}"
             )
+        if persistent_workers not in (None, True, False):
+            raise TypeError(
+                f"persistent_workers must be True, False or None but got {persistent_workers!r}"
+            )
+        if persistent_workers and executor != "process":
+            raise ValueError(
+                "persistent_workers=True needs executor='process' (build threads are cheap "
+                f"to start) but executor={executor!r}"
+            )
         config = LoaderConfig(
             dataset=dataset,
             sampler=sampler,
@@ -185,6 +205,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             max_inflight_reads=positive_up_to(
                 "max_inflight_reads", max_inflight_reads, READS_LIMIT
             ),
+            persistent_workers=executor == "process" and persistent_workers is not False,
         )
         attributes = self.__dict__
         for name in CONFIGURATION:
@@ -194,6 +215,13 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._counters = LoaderCounters()
         self._works = self._counters.running  # the works of the streams still running
         self._latest: StreamWork[BatchT] | None = None
+        self._worker_pool = WorkerPool(
+            self.workers,
+            transform,
+            collator,
+            persistent=self.persistent_workers,
+            reader=sync_getter(dataset) if executor == "process" else None,
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in CONFIGURATION:
@@ -236,7 +264,9 @@ class DataLoader(Generic[SampleT, BatchT]):
         return self._open(first, last, moves_cursor=start is None)
 
     def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
-        work: StreamWork[BatchT] = StreamWork(self._config, self._counters, start, stop)
+        work: StreamWork[BatchT] = StreamWork(
+            self._config, self._counters, start, stop, self._worker_pool
+        )
         self._latest = work
         return BatchStream(work, self._cursor if moves_cursor else None)
 
@@ -283,6 +313,14 @@ class DataLoader(Generic[SampleT, BatchT]):
         for work in list(self._counters.running):
             work.cancel()
             await work.wait_ended()
+
+    async def aclose(self) -> None:
+        """``aclose_streams()``, then stop the persistent worker processes (in a thread).
+
+        The loader stays usable: a later stream starts new processes.
+        """
+        await self.aclose_streams()
+        await anyio.to_thread.run_sync(self._worker_pool.close)
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -338,6 +376,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             reads_total=total,
             next_step=self._cursor.step,
             ring=ring,
+            processes=self._worker_pool.statistics(),
         )
 
     def __repr__(self) -> str:

@@ -2,9 +2,10 @@
 
 Messages, each one pickle (protocol 5) per ``send_bytes``:
 
-- parent to worker, on ``jobs``: first ``(transform, collator)``, then per step
+- parent to worker, on ``jobs``: first ``(transform, collator, reader)``, then per step
   ``(job_id, freed_segments, buffer_sizes)``, the pickle of ``(plan, samples)`` and its
   out-of-band buffers (the samples' arrays), one message each; end of file means stop.
+  ``samples`` is None when the worker reads them itself with ``reader`` (a sync dataset).
 - worker to parent, on ``replies`` (a Unix socket): ``("ready", pid)`` once, then per job
   ``("batch", job_id, StoredBatch)`` (followed by the descriptor of a new segment, if
   any) or ``("error", job_id, exception)``; ``("fatal", text)`` if the setup failed.
@@ -22,6 +23,7 @@ from multiprocessing.reduction import send_handle
 from .._compat import add_note
 from ..core._pool import release_batch
 from ._build import build_batch
+from ._reads import read_chunk
 from ._shm_pool import WorkerArena
 
 
@@ -54,7 +56,7 @@ def worker_main(worker: int, jobs: Connection, replies: Connection) -> None:
 
 def _serve(worker: int, jobs: Connection, replies: Connection) -> None:
     try:
-        transform, collator = pickle.loads(jobs.recv_bytes())
+        transform, collator, reader = pickle.loads(jobs.recv_bytes())
     except EOFError:
         return
     except Exception:
@@ -79,6 +81,8 @@ def _serve(worker: int, jobs: Connection, replies: Connection) -> None:
         plan, samples = pickle.loads(payload, buffers=buffers)
         del payload, buffers
         try:
+            if samples is None:  # a sync dataset, read here: only the plan came
+                samples = read_chunk(reader, plan, 0, plan.size)
             batch = build_batch(plan, samples, transform, collator)
         except Exception as error:
             replies.send_bytes(_error_reply(job_id, error, worker))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -44,6 +45,7 @@ from ._build import Transform
 from ._process_worker import worker_main
 from ._shm_pool import IS_POSIX, ParentSegments, SegmentLease, SegmentReturns, load_batch
 
+logger = logging.getLogger("aioloader")
 MP_CONTEXTS = ("spawn", "forkserver")
 _JOIN_SECONDS = 5.0
 
@@ -160,6 +162,9 @@ class ProcessBuilders:
         mp_context: ``"spawn"`` (default: a fresh interpreter that inherits no threads or
             locks from the parent, the same on Linux and macOS, no helper process left
             behind) or ``"forkserver"``.
+        reader: a sync dataset's ``get_sample`` (or ``__getitem__``): when it pickles, the
+            workers read the samples themselves and ``build`` sends only the plan, as
+            torch's workers do (``reads_in_workers``); an async dataset is read in the parent.
 
     The transform, the collator, the samples and the batches must pickle (define them at
     module level, not as lambdas). A script that starts workers needs the usual
@@ -173,6 +178,7 @@ class ProcessBuilders:
         collator: Callable[[Sequence[Any], BatchPlan], Any],
         *,
         mp_context: str = "spawn",
+        reader: Callable[[int], Any] | None = None,
     ) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an integer >= 1 but got {workers!r}")
@@ -182,8 +188,18 @@ class ProcessBuilders:
             raise RuntimeError(
                 f"executor='process' needs a POSIX system (Linux, macOS) but runs on {os.name}"
             )
+        setup = b""
+        if reader is not None:  # a sync dataset: read in the workers, only plans go there
+            try:
+                setup = pickle.dumps((transform, collator, reader), protocol=5)
+            except Exception as error:  # read in the parent, as for async datasets
+                logger.info(
+                    "aioloader: the dataset does not pickle (%r): read in the parent", error
+                )
+                reader = None
+        self.reads_in_workers = reader is not None
         try:
-            setup = pickle.dumps((transform, collator), protocol=5)
+            setup = setup or pickle.dumps((transform, collator, None), protocol=5)
         except Exception as error:
             raise TypeError(
                 "transform and collator must pickle to reach worker processes (define them "
@@ -232,9 +248,17 @@ class ProcessBuilders:
         )
         self._collector.start()
 
+    @property
+    def healthy(self) -> bool:
+        """Whether every worker is alive and the builders are open (fit for another stream)."""
+        with self._lock:
+            return not self._closed and all(w.alive for w in self._workers)
+
     # -- the caller's side ------------------------------------------------------------
-    async def build(self, plan: BatchPlan, samples: list[Any]) -> Any:
+    async def build(self, plan: BatchPlan, samples: list[Any] | None) -> Any:
         """Transform and collate ``samples`` in a worker process; returns the batch.
+
+        ``samples=None`` (only when ``reads_in_workers``): the worker reads them.
 
         The calling task waits without blocking the event loop. Cancelled, it returns at
         once; the batch, when it comes, is released.

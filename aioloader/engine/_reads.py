@@ -134,6 +134,14 @@ def is_in_memory(dataset: Any) -> bool:
     return getattr(dataset, "in_memory", False) is True
 
 
+def sync_getter(dataset: Any) -> Callable[[int], Any] | None:
+    """A sync dataset's ``get_sample`` (else ``__getitem__``); None for an async one."""
+    if describe_dataset_kind(dataset) != "sync":
+        return None
+    getter = getattr(dataset, "get_sample", None)
+    return getter if callable(getter) else dataset.__getitem__  # type: ignore[no-any-return]
+
+
 def make_batch_reader(
     dataset: Any, bound: ReadBound, threads: ChunkRunner | None, chunks: int
 ) -> BatchReader:
@@ -143,9 +151,8 @@ def make_batch_reader(
         return _batched_reader(dataset, bound)
     if kind == "async":
         return _async_reader(dataset, bound)
-    getter = getattr(dataset, "get_sample", None)
-    if not callable(getter):
-        getter = dataset.__getitem__
+    getter = sync_getter(dataset)
+    assert getter is not None
     if is_in_memory(dataset):
         return _inline_reader(getter, bound)
     return _thread_reader(getter, bound, threads, chunks)
@@ -300,7 +307,7 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
 
 
 # -- sync get_sample / __getitem__ --------------------------------------------------------------
-def _read_chunk(getter: Callable[[int], Any], plan: BatchPlan, first: int, last: int) -> list[Any]:
+def read_chunk(getter: Callable[[int], Any], plan: BatchPlan, first: int, last: int) -> list[Any]:
     indices = plan.indices[first:last].tolist()
     samples = []
     for offset, index in enumerate(indices):
@@ -323,7 +330,7 @@ def _read_chunk(getter: Callable[[int], Any], plan: BatchPlan, first: int, last:
 def _inline_reader(getter: Callable[[int], Any], bound: ReadBound) -> BatchReader:
     async def read(plan: BatchPlan, group: anyio.abc.TaskGroup) -> list[Any]:
         bound.total += plan.size
-        return _read_chunk(getter, plan, 0, plan.size)
+        return read_chunk(getter, plan, 0, plan.size)
 
     return read
 
@@ -339,7 +346,7 @@ def _thread_reader(
         try:
             if threads is None or chunks <= 1 or size < 2:
                 return await anyio.to_thread.run_sync(
-                    _read_chunk, getter, plan, 0, size, limiter=limiter
+                    read_chunk, getter, plan, 0, size, limiter=limiter
                 )
             parts = min(chunks, size)
             edges = [size * part // parts for part in range(parts + 1)]
@@ -349,7 +356,7 @@ def _thread_reader(
             async def read_part(part: int) -> None:
                 try:
                     results[part] = await threads.run(
-                        _read_chunk, getter, plan, edges[part], edges[part + 1]
+                        read_chunk, getter, plan, edges[part], edges[part + 1]
                     )
                 except Exception as error:
                     errors[part] = error

@@ -56,6 +56,7 @@ class BatchStream(Generic[BatchT]):
         self._work = work
         self._state = StreamState.NOT_STARTED
         self._cursor = cursor
+        self._cursor_here = cursor is not None
         self._failure: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -68,6 +69,16 @@ class BatchStream(Generic[BatchT]):
     def moves_cursor(self) -> bool:
         """Whether delivered batches advance the loader's resume cursor."""
         return self._cursor is not None
+
+    def defer_cursor(self) -> None:
+        """Leave the cursor to ``move_cursor``: for a consumer that takes these batches later,
+        from a hand-off in another thread."""
+        self._cursor_here = False
+
+    def move_cursor(self, next_step: int) -> None:
+        """A cursor-driven stream's batch reached its consumer: the cursor is ``next_step``."""
+        if self._cursor is not None:
+            self._cursor.step = next_step
 
     @property
     def ring(self) -> PrefetchRing[BatchT]:
@@ -136,8 +147,8 @@ class BatchStream(Generic[BatchT]):
         finally:
             stats.consumer_wait_seconds += time.perf_counter() - started
         stats.batches_delivered += 1
-        if self._cursor is not None:
-            self._cursor.step = work.ring.next_to_take
+        if self._cursor_here:
+            self._cursor.step = work.ring.next_to_take  # type: ignore[union-attr]
         return batch
 
     async def aclose(self) -> None:

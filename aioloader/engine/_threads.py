@@ -18,7 +18,8 @@ class BuildThreads:
 
     Jobs queue in the executor, so a thread starts the next job as soon as it finishes one,
     without a round trip through the event loop (as a ``CapacityLimiter`` would need).
-    A job that started always finishes: a cancelled caller still waits for it (shielded),
+    A cancelled caller whose job has not started takes it off the queue and re-raises at
+    once. A job that started always finishes: its cancelled caller waits for it (shielded),
     hands its result to ``discard`` (say, to release a pooled batch), then re-raises.
     """
 
@@ -46,6 +47,8 @@ class BuildThreads:
         try:
             await done.wait()
         except anyio.get_cancelled_exc_class():
+            if future.cancel():  # still queued: it never runs
+                raise
             with anyio.CancelScope(shield=True):
                 await done.wait()
             if discard is not None and future.exception() is None:
@@ -54,5 +57,5 @@ class BuildThreads:
         return future.result()
 
     def close(self) -> None:
-        """Let the threads exit (every job has been awaited) and join them."""
-        self._executor.shutdown(wait=True)
+        """Let the threads exit (every job has been awaited or cancelled) and join them."""
+        self._executor.shutdown(wait=True, cancel_futures=True)

@@ -27,6 +27,7 @@ from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, make_batch_reader
 from ._ring import PrefetchRing
 from ._threads import BuildThreads
+from ._worker_pool import WorkerPool
 
 BatchT = TypeVar("BatchT")
 logger = logging.getLogger("aioloader")
@@ -53,9 +54,15 @@ class StreamWork(Generic[BatchT]):
     """
 
     def __init__(
-        self, config: LoaderConfig, counters: LoaderCounters, start: int, stop: int | None
+        self,
+        config: LoaderConfig,
+        counters: LoaderCounters,
+        start: int,
+        stop: int | None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self.config = config
+        self._pool = pool  # the loader's worker processes (executor="process")
         self.counters = counters
         self.ring: PrefetchRing[BatchT] = PrefetchRing(config.prefetch, start, stop, release_batch)
         self.bound = ReadBound(config.max_inflight_reads)
@@ -136,15 +143,16 @@ class StreamWork(Generic[BatchT]):
                 if config.workers > 0 and config.executor == "thread":
                     self._threads = BuildThreads(config.workers)
                 elif config.executor == "process":  # worker processes build whole steps
-                    self._processes = ProcessBuilders(
-                        config.workers, config.transform, config.collator
-                    )
+                    assert self._pool is not None
+                    self._processes = await self._pool.acquire()
                 self._read = make_batch_reader(
                     config.dataset, self.bound, self._threads, config.workers
                 )
                 plan_reads = getattr(config.dataset, "plan_reads", None)
-                if callable(plan_reads):  # a source that reads ahead by the plan (a cache)
-                    plan_reads(config.sampler, config.seed, self._start)
+                if callable(plan_reads):  # a source that reads by the plan: off the loop
+                    await anyio.to_thread.run_sync(
+                        plan_reads, config.sampler, config.seed, self._start
+                    )
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):
                         group.start_soon(self._builder)
@@ -158,7 +166,8 @@ class StreamWork(Generic[BatchT]):
                 self._threads.close()
                 self._threads = None
             if self._processes is not None:
-                self._processes.close()
+                assert self._pool is not None
+                await self._pool.release(self._processes)
                 self._processes = None
             self._read = None
             self.running = False
@@ -193,14 +202,22 @@ class StreamWork(Generic[BatchT]):
         config = self.config
         stats = self.counters
         plan = await self._plan(step)
+        processes = self._processes
+        if processes is not None and processes.reads_in_workers:  # only the plan goes
+            build_started = time.perf_counter()
+            self.bound.total += plan.size
+            batch = await processes.build(plan, None)
+            stats.build_seconds += time.perf_counter() - build_started
+            stats.batches_built += 1
+            return batch  # type: ignore[no-any-return]
         read_started = time.perf_counter()
         assert self._read is not None
         samples = await self._read(plan, group)
         build_started = time.perf_counter()
         stats.read_seconds += build_started - read_started
         threads = self._threads
-        if self._processes is not None:
-            batch = await self._processes.build(plan, samples)
+        if processes is not None:
+            batch = await processes.build(plan, samples)
             stats.build_seconds += time.perf_counter() - build_started
             stats.batches_built += 1
             return batch  # type: ignore[no-any-return]

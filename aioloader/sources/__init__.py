@@ -9,12 +9,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._cache import CacheStatistics as CacheStatistics
-from ._cache import KnownFutureCache as KnownFutureCache
 from ._decode import decode_bytes as decode_bytes
 from ._decode import decode_npy as decode_npy
 from ._retry import RetryPolicy as RetryPolicy
 from ._stream import Stream as Stream
+from .cache import CacheStatistics as CacheStatistics
+from .cache import KnownFutureCache as KnownFutureCache
 
 if TYPE_CHECKING:
     from ._http import HttpFetcher as HttpFetcher

@@ -7,8 +7,9 @@ After that a sample costs one ranged read covering its members: a positional rea
 local file, a ranged GET for an object store. A batch (``get_samples``) coalesces the spans
 of its samples: spans of one shard closer than ``coalesce_gap`` bytes are read with one
 request (up to ``max_request_bytes``), so a batch that lies in one shard region costs one
-GET. With ``cache=KnownFutureCache(...)`` batches go through the cache, which also reads
-ahead what the next steps of the plan need.
+GET. With ``cache=KnownFutureCache(...)`` batches go through the cache, which the loader
+tells its plan (``plan_reads``) and which reads by it: whole runs of shards ahead of need,
+in two tiers (memory and disk) evicted by next use (``docs/object-storage.md``).
 
 A sample is a dict: ``{"__key__": key, field: bytes, ...}``, passed through ``decode``.
 """
@@ -26,8 +27,6 @@ import anyio
 
 from .._compat import add_note
 from .._errors import MalformedShardError, ObjectNotFoundError, SourceError
-from ._cache import KnownFutureCache
-from ._coalesce import ByteRange, check_coalescing, coalesce
 from ._concurrency import PerLoop, gather_ordered
 from ._decode import decode_named, naming_sample
 from ._local import check_index
@@ -40,6 +39,7 @@ from ._tar_index import (
     load_index,
     save_index,
 )
+from .cache import ByteRange, KnownFutureCache, check_coalescing, coalesce
 
 __all__ = ("TarSample", "TarShards", "decode_tar_sample")
 
@@ -104,8 +104,8 @@ class TarShards(Generic[SampleT]):
         coalesce_gap: A batch's spans of one shard closer than this many bytes are read
             with one request (the bytes between them are read and dropped).
         max_request_bytes: Largest coalesced read.
-        cache: A ``KnownFutureCache`` that batches are read through (call its ``plan``
-            with the loader's sampler, seed and start step).
+        cache: A ``KnownFutureCache`` that batches are read through; the loader tells it
+            the plan when a stream starts.
     """
 
     @overload
@@ -313,11 +313,18 @@ class TarShards(Generic[SampleT]):
         shard = bisect.bisect_right(self._starts, position) - 1
         return self.shards[shard], self.indices[shard].samples[position - self._starts[shard]]
 
+    def versions(self) -> tuple[tuple[str, str], ...]:
+        """``(shard, version tag)`` of every shard as indexed (ETag, or mtime for files)."""
+        return tuple(
+            (name, index.tag) for name, index in zip(self.shards, self.indices, strict=True)
+        )
+
     def plan_reads(self, sampler: Any, seed: int, start_step: int = 0) -> None:
         """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step)``.
 
-        A loader that knows its sampler, seed and start step may call this on any source
-        that has it, before it streams from ``start_step``; without a cache it does nothing.
+        The loader calls it, in a worker thread, when a stream starts from ``start_step``
+        (users need not); without a cache it does nothing. It blocks while the plan's first
+        window is computed.
         """
         if self.cache is not None:
             self.cache.plan(sampler, seed, start_step)

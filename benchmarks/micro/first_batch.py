@@ -1,14 +1,17 @@
-"""Time to the first batch of the spec workload with a cold and a warm kernel cache.
+"""Time to the first batch, to the compiled kernels and to exit, with a cold and a warm cache.
 
 Run: ``.venv/bin/python benchmarks/first_batch.py [--repeat 3] [--workers 2]``.
 
-Each measurement is a fresh interpreter: ``import aioloader`` is timed apart, then the
-first batch of ``aioloader demo``'s loader (2,048 line images, batch 128, GainOffset) from
-the moment the loader is made, then (``ready``) the time from that moment until the compiled
-kernels are loaded. "cold" points ``NUMBA_CACHE_DIR`` at a new empty folder (as on a
-machine that never ran aioloader); "warm" runs again with the folder that cold filled.
-``--kernels auto`` (the default: numpy builds batches until the kernels are loaded in the
-background) or ``numba`` (the first batch waits for them).
+Each measurement is a fresh interpreter running a short script: ``import aioloader`` (timed
+apart), then the first batch of ``aioloader demo``'s loader (2,048 line images, batch 128,
+GainOffset) from the moment the loader is made, then the script ends. ``exit`` is the time
+from the script's last line to the end of its process: what a finished script waits for
+(with a cold cache the kernels are still compiling then, in a child process that is killed).
+A second script of the same kind then waits for the compiled kernels: ``ready`` is the time
+from making the loader until they are loaded. "cold" points ``NUMBA_CACHE_DIR`` at a new
+empty folder (as on a machine that never ran aioloader); "warm" runs again with the folder
+that the cold ``ready`` script filled. ``--kernels auto`` (the default: numpy builds batches
+until the kernels are loaded) or ``numba`` (the first batch waits for them).
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 CHILD = """
 import json, sys, time
 started = time.perf_counter()
 import anyio
 import aioloader
-from aioloader._demo import make_demo_loader
+from aioloader.cli._demo import make_demo_loader
+from aioloader.core import _backend
 imported = time.perf_counter()
 
 begin = 0.0
@@ -41,23 +46,29 @@ async def first() -> float:
     return time.perf_counter() - begin
 
 seconds = anyio.run(first)
-from aioloader.core import _backend
-_backend.load()
-ready = time.perf_counter() - begin
-print(json.dumps({"import": imported - started, "first_batch": seconds, "ready": ready}))
+ready = None
+if sys.argv[2] == "ready":
+    _backend.load()
+    ready = time.perf_counter() - begin
+print(json.dumps({"import": imported - started, "first_batch": seconds, "ready": ready,
+                  "done": time.time()}), flush=True)
 """
 
 
-def measure(cache: str, workers: int, kernels: str) -> dict[str, float]:
+def measure(cache: str, workers: int, kernels: str, wait_ready: bool) -> dict[str, float]:
+    """One fresh interpreter: its figures, and ``exit`` (seconds after its last line)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=cache, AIOLOADER_KERNELS=kernels)
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(workers)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    argv = [sys.executable, "-c", CHILD, str(workers), "ready" if wait_ready else "exit"]
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        child.wait()
+        ended = time.time()
+    if child.returncode != 0 or not line:
+        raise RuntimeError(f"the measured script failed with status {child.returncode}")
+    figures = dict(json.loads(line))
+    figures["exit"] = ended - figures.pop("done")
+    return figures
 
 
 def main() -> int:
@@ -69,14 +80,18 @@ def main() -> int:
     rows: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="aioloader-numba-") as cache:
-            rows["cold"].append(measure(cache, args.workers, args.kernels))
-            rows["warm"].append(measure(cache, args.workers, args.kernels))
+            cold = measure(os.path.join(cache, "a"), args.workers, args.kernels, False)
+            filled = measure(os.path.join(cache, "b"), args.workers, args.kernels, True)
+            rows["cold"].append({**cold, "ready": filled["ready"]})
+            warm = measure(os.path.join(cache, "b"), args.workers, args.kernels, False)
+            again = measure(os.path.join(cache, "b"), args.workers, args.kernels, True)
+            rows["warm"].append({**warm, "ready": again["ready"]})
     print(
         f"kernels={args.kernels}, workers={args.workers}, {args.repeat} fresh interpreters "
         "each; seconds"
     )
     for kind, values in rows.items():
-        for key in ("import", "first_batch", "ready"):
+        for key in ("import", "first_batch", "ready", "exit"):
             column = [v[key] for v in values]
             print(
                 f"  {kind:4} {key:12} median {statistics.median(column):.3f}  "

@@ -23,15 +23,16 @@ class Aioloader(harness.Port):
     """A ``DataLoader`` built by ``make()``, consumed with ``async for`` in one event loop.
 
     ``measure`` releases each batch (``self.release``) and times ``count`` batches after
-    ``warm``; ``close_timed`` also times the stream's close. ``batches`` (the check before
-    timing) collects a stream, or with ``sync`` reads ``iter_sync``.
+    ``warm``; ``close_timed`` also times the stream's close; ``sync_timed`` times
+    ``batches`` instead (a synchronous consumer). ``batches`` (the check before timing)
+    collects a stream, or with ``sync`` reads ``iter_sync``.
     """
 
     group = "aioloader"
 
     def __init__(self, make: Callable[[], Any], uvloop: bool = True, sync: bool = False) -> None:
         self.make, self.uvloop, self.sync = make, uvloop, sync
-        self.close_timed = False
+        self.close_timed = self.sync_timed = False
 
     @contextlib.contextmanager
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
@@ -50,6 +51,8 @@ class Aioloader(harness.Port):
         yield iter(collected)
 
     def measure(self, warm: int, count: int) -> float:
+        if self.sync_timed:
+            return super().measure(warm, count)
         loader = self.make()
 
         async def consume() -> float:

@@ -147,7 +147,9 @@ class Aioloader(aioloader_system.Aioloader, System):
     """``DataLoader(executor=thread|process)``; checked through ``iter_sync``, timed with
     ``async for`` on uvloop."""
 
-    def __init__(self, cfg: W1PConfig, samples: list[Any], workers: int, executor: str) -> None:
+    def __init__(
+        self, cfg: W1PConfig, samples: list[Any], workers: int, executor: str, **options: Any
+    ) -> None:
         from aioloader import DataLoader
         from aioloader.testing import MemoryDataset
 
@@ -163,9 +165,11 @@ class Aioloader(aioloader_system.Aioloader, System):
                 workers=workers,
                 executor=executor,
                 prefetch=cfg.prefetch,
+                **options,
             )
 
         super().__init__(make, uvloop=True, sync=True)
+        self.cfg = cfg
         kind = "processes" if executor == "process" else "threads"
         self.name = f"aioloader {kind} workers={workers}"
         self.note = (
@@ -179,6 +183,44 @@ class Aioloader(aioloader_system.Aioloader, System):
         with contextlib.closing(self.make().iter_sync(0, 1)) as batches:
             next(batches)
             return time.perf_counter() - started
+
+
+class EpochsAioloader(Aioloader):
+    """2 processes over 3 epochs of one loader: persistent workers against per-epoch ones."""
+
+    epochs = 3
+
+    def __init__(self, cfg: W1PConfig, samples: list[Any], persistent: bool) -> None:
+        super().__init__(cfg, samples, 2, "process", persistent_workers=persistent)
+        how = "persistent" if persistent else "per-epoch (persistent_workers=False)"
+        self.name = f"aioloader processes workers=2, {self.epochs} epochs, {how}"
+        self.note = (
+            f"DataLoader(executor='process', workers=2, persistent_workers={persistent}); "
+            f"a new loader per round, {self.epochs} epoch streams of count/{self.epochs} "
+            "batches each, timed from the first stream's opening (start-up included)"
+        )
+        self.later_first_batch: list[float] = []
+
+    def measure(self, warm: int, count: int) -> float:
+        per_epoch = max(1, count // self.epochs)
+        steps = self.cfg.steps_per_epoch
+
+        async def consume() -> float:
+            loader = self.make()
+            started = time.perf_counter()
+            for epoch in range(self.epochs):
+                opened = time.perf_counter()
+                first = True
+                async with loader.stream(epoch * steps, epoch * steps + per_epoch) as stream:
+                    async for _ in stream:
+                        if first and epoch > 0:
+                            self.later_first_batch.append(time.perf_counter() - opened)
+                        first = False
+            ended = time.perf_counter()
+            await loader.aclose()
+            return per_epoch * self.epochs / (ended - started)
+
+        return float(aioloader_system.run_async(consume))
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -262,6 +304,8 @@ def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> l
         Aioloader(cfg, samples, 0, "thread"),
         Aioloader(cfg, samples, 2, "thread"),
         Aioloader(cfg, samples, 2, "process"),
+        EpochsAioloader(cfg, samples, persistent=True),
+        EpochsAioloader(cfg, samples, persistent=False),
     ]
     for module, build in (
         ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 2)]),
@@ -296,7 +340,7 @@ def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
     out = []
     for system in found:
         facts: dict[str, Any] = {}
-        if isinstance(system, Aioloader):
+        if isinstance(system, Aioloader) and not isinstance(system, EpochsAioloader):
             facts["first batch (s)"] = round(system.first_batch_seconds(), 3)
         if sys.platform == "linux":
             own, below = system.cpu_per_batch(8, 80)
@@ -320,7 +364,17 @@ def targets(cases: list[Case]) -> list[dict[str, Any]]:
     """The issue's W1P targets, from one run."""
     by_name = {c.system: c for c in cases if c.workload == "W1P" and c.values}
     processes = by_name.get("aioloader processes workers=2")
+    persistent = next(
+        (c for c in cases if c.workload == "W1P" and c.system[-10:] == "persistent"), None
+    )
+    per_epoch = next((c for c in cases if c.workload == "W1P" and "per-epoch" in c.system), None)
     return [
+        harness.target(
+            "W1P: 3 epochs with persistent workers >= 1.0x per-epoch workers",
+            persistent,
+            per_epoch,
+            1.0,
+        ),
         harness.target(
             "W1P: 2 worker processes >= 1.7x workers=0",
             processes,

@@ -61,6 +61,11 @@ def transform(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return x * np.float32(1.5) + np.float32(0.25)
 
 
+def transform_with_rng(x: np.ndarray[Any, Any], rng: Any) -> np.ndarray[Any, Any]:
+    """The same work with the rng signature: the loader derives a generator per sample."""
+    return transform(x)
+
+
 def collate(samples: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
     """The user's collate function: pad to a multiple of 4 and stack."""
     width = max(sample.shape[-1] for sample in samples)
@@ -136,10 +141,19 @@ class PlainLoop(System):
 
 
 def aioloader_row(
-    cfg: W1uConfig, images: list[np.ndarray[Any, Any]], workers: int, kind: str
+    cfg: W1uConfig,
+    images: list[np.ndarray[Any, Any]],
+    workers: int,
+    kind: str,
+    *,
+    consumer: str = "async for",
+    rng: bool = False,
+    executor: str = "thread",
+    named: bool = False,
 ) -> System:
-    """aioloader over an async or a sync dataset; checked through ``iter_sync``, timed
-    with ``async for`` on uvloop (the stream's close included)."""
+    """aioloader over an async or a sync dataset, checked through ``iter_sync`` and timed
+    with ``async for`` in one loop (the stream's close included) or through ``iter_sync``
+    (a synchronous trainer); on uvloop. ``named`` rows say how they differ from the grid."""
     dataset: Any = AsyncImages(images) if kind == "async" else list(images)
 
     def make() -> Any:
@@ -148,19 +162,25 @@ def aioloader_row(
             sampler(cfg),
             collate_with_plan,
             seed=SEED,
-            transform=transform,
+            transform=transform_with_rng if rng else transform,
             workers=workers,
+            executor=executor,
             prefetch=cfg.prefetch,
         )
 
     row = aioloader_system.Aioloader(make, uvloop=True, sync=True)
     row.close_timed = True
+    row.sync_timed = consumer == "iter_sync"
     how = "async get_sample" if kind == "async" else "sync list (in memory)"
-    row.name = f"aioloader {how}, workers={workers}"
+    pool = "process workers" if executor == "process" else "workers"
+    row.name = f"aioloader {how}, {pool}={workers}"
+    if named:
+        row.name += f", {consumer}" + (", transform(x, rng)" if rng else "")
     row.note = (
         f"DataLoader({'AsyncImages' if kind == 'async' else 'list'}, ShuffledSampler, "
-        f"collate, transform=transform, workers={workers}, prefetch={cfg.prefetch}); "
-        "async for on uvloop"
+        f"collate, transform={'transform_with_rng' if rng else 'transform'}, "
+        f"workers={workers}, executor={executor!r}, prefetch={cfg.prefetch}); "
+        f"{consumer} on uvloop"
     )
     return row
 
@@ -204,6 +224,13 @@ def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> li
     found: list[System] = [PlainLoop(cfg, images)]
     found += [aioloader_row(cfg, images, w, "async") for w in (0, 1, 2)]
     found += [aioloader_row(cfg, images, w, "sync") for w in (0, 1, 2)]
+    found += [
+        aioloader_row(cfg, images, 0, "async", rng=True, named=True),
+        aioloader_row(cfg, images, 0, "async", consumer="iter_sync", named=True),
+        aioloader_row(cfg, images, 0, "async", consumer="iter_sync", rng=True, named=True),
+        aioloader_row(cfg, images, 2, "sync", executor="process"),
+        aioloader_row(cfg, images, 2, "sync", consumer="iter_sync", executor="process", named=True),
+    ]
     optional: list[tuple[str, Callable[[], list[System]]]] = [
         ("torch", lambda: [torch_row(cfg, images, w) for w in (0, 1, 2)]),
         ("spdl", lambda: [spdl.Spdl(StepFunction(cfg, images), 1)]),
@@ -265,7 +292,8 @@ TITLE = (
 NOTES = [
     "Every row runs the same user functions on the same order and gives the plain loop's "
     "batches bit for bit (checked on 20 steps across an epoch boundary before timing). "
-    "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop.",
+    "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop, "
+    "rows named iter_sync with `for batch in loader.iter_sync(...)` (loop on uvloop).",
 ]
 
 
@@ -285,8 +313,20 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
     async0 = next((c for c in w1u if c.system == "aioloader async get_sample, workers=0"), None)
     torch0 = next((c for c in w1u if c.system == "torch DataLoader num_workers=0"), None)
     sync_best = harness.best(w1u, "W1U", "aioloader", "aioloader sync")
-    return [
+    out = [
         harness.target("W1u: async dataset workers=0 >= 0.95x plain loop", async0, plain, 0.95),
         harness.target("W1u: async dataset workers=0 >= 1.0x torch 0 workers", async0, torch0, 1),
         harness.target("W1u: sync dataset best >= 0.95x plain loop", sync_best, plain, 0.95),
     ]
+    named = {c.system: c for c in w1u}
+    zero = "aioloader async get_sample, workers=0"
+    for suffix in ("", ", transform(x, rng)"):
+        sync_row = named.get(f"{zero}, iter_sync{suffix}")
+        async_row = named.get(f"{zero}, async for{suffix}" if suffix else zero)
+        text = f"W1u: iter_sync >= 0.95x async for{suffix}"
+        out.append(harness.target(text, sync_row, async_row, 0.95))
+    rng_row = named.get(f"{zero}, async for, transform(x, rng)")
+    out.append(
+        harness.target("W1u: async for transform(x, rng) >= 0.9x plain", rng_row, plain, 0.9)
+    )
+    return out

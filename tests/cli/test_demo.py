@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import re
 
+import anyio
 import pytest
 
 from aioloader.cli import build_parser
+from aioloader.cli._demo import make_demo_loader, wait_explained
+from aioloader.core._digest import digest_batch
 from tests.cli.helpers import Fail, Run
 
 
@@ -22,19 +27,94 @@ def test_digest_is_the_same_for_any_workers_backend_and_start(run: Run) -> None:
     assert resumed.splitlines()[0] == "steps 4..9  workers 0  prefetch 8  backend asyncio"
 
 
-def test_prints_both_passes(run: Run) -> None:
+NUMBER = r"[0-9][0-9,]*"
+SECONDS = r"[0-9]+\.[0-9]{2} s"
+
+
+def test_prints_start_up_steady_state_and_the_hashed_pass(run: Run) -> None:
     lines = run("demo", "--steps", "3").splitlines()
-    assert [line.split()[0] for line in lines] == ["steps", "loader", "with", "digest"]
-    assert lines[1].startswith("loader alone ")
-    assert "batches/s  (consumer waited " in lines[1]
-    assert lines[2].endswith("batches/s  (SHA-256 of every batch on the consumer's thread)")
-    assert len(lines[3].split()[1]) == 64
+    assert [line.split()[0] for line in lines] == [
+        "steps", "start-up", "steady", "waiting", "with", "digest",
+    ]  # fmt: skip
+    assert re.fullmatch(
+        f"start-up       first batch after {SECONDS}; kernels numba ready after {SECONDS} "
+        r"\(compiled once per machine, then loaded from numba's cache\)",
+        lines[1],
+    )
+    assert re.fullmatch(
+        f"steady state   {NUMBER} batches/s over 3 batches, after 16 warm-up batches", lines[2]
+    )
+    assert re.fullmatch(
+        r"waiting        the consumer waited [0-9]+% of that time; at --workers 0 the event "
+        "loop builds each batch while the consumer awaits it, so this is the build time, "
+        "not starvation",
+        lines[3],
+    )
+    assert re.fullmatch(
+        f"with hashing   {NUMBER} batches/s  \\(SHA-256 of every batch on the consumer's thread\\)",
+        lines[4],
+    )
+    assert re.fullmatch("digest         [0-9a-f]{64}", lines[5])
 
 
 def test_no_digest_runs_the_loader_alone(run: Run) -> None:
-    lines = run("demo", "--steps", "2", "--no-digest").splitlines()
-    assert len(lines) == 2
-    assert lines[1].startswith("loader alone ")
+    lines = run("demo", "--steps", "2", "--no-digest", "--workers", "2").splitlines()
+    assert [line.split()[0] for line in lines] == ["steps", "start-up", "steady", "waiting"]
+    assert re.fullmatch(
+        r"waiting        the consumer waited [0-9]+% of that time: a training step would sit "
+        "idle that long while the 2 worker threads built batches "
+        r"\(near 0% means the loader keeps ahead\)",
+        lines[3],
+    )
+
+
+def test_numpy_kernels_are_named_in_the_start_up_line(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIOLOADER_KERNELS", "numpy")
+    line = run("demo", "--steps", "1", "--no-digest").splitlines()[1]
+    assert re.fullmatch(
+        f"start-up       first batch after {SECONDS}; kernels numpy ready after {SECONDS} "
+        r"\(AIOLOADER_KERNELS=numpy\)",
+        line,
+    )
+
+
+@pytest.mark.parametrize(
+    ("workers", "share", "words"),
+    [
+        (0, 0.994, "the consumer waited 99% of that time; at --workers 0 the event loop"),
+        (
+            1,
+            0.25,
+            "the consumer waited 25% of that time: a training step would sit idle "
+            "that long while the 1 worker thread built",
+        ),
+        (
+            4,
+            0.0,
+            "the consumer waited 0% of that time: a training step would sit idle "
+            "that long while the 4 worker threads built",
+        ),
+    ],
+)
+def test_the_wait_is_explained_for_the_worker_count(workers: int, share: float, words: str) -> None:
+    assert wait_explained(workers, share).startswith(words)
+
+
+def test_the_digest_covers_exactly_the_steps_named(run: Run) -> None:
+    whole = digest_line(run("demo", "--steps", "4", "--backend", "asyncio"))
+    loader = make_demo_loader(seed=0, workers=0, prefetch=8)
+
+    async def hashed() -> str:
+        combined = hashlib.sha256()
+        async with loader.stream(0, 4) as batches:
+            async for batch in batches:
+                with batch:
+                    combined.update(digest_batch(batch).encode())
+        return combined.hexdigest()
+
+    assert whole == f"digest         {anyio.run(hashed)}"
 
 
 def test_defaults_are_the_readme_setting() -> None:

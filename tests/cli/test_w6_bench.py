@@ -1,4 +1,4 @@
-"""benchmarks/w6_*: the W6 data, the exactly-once check, and tar shards of every sample."""
+"""benchmarks/workloads/w6_*: the W6 data, the exactly-once check, tar shards of every sample."""
 
 from __future__ import annotations
 

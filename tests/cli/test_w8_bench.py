@@ -1,4 +1,4 @@
-"""benchmarks/w8_cache.py: W8's byte accounting, exactly, and a tiny run of its aioloader rows."""
+"""benchmarks/workloads/w8_cache.py: W8's byte accounting, exactly, and a tiny run of its rows."""
 
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ def test_w8_is_named_only() -> None:
         run.parse_args(["--workloads", "W8", "--w8-images", "1000"])
 
 
+@pytest.mark.slow  # a benchmark smoke run
 def test_a_tiny_run_of_the_aioloader_rows_adds_up(tmp_path: Path) -> None:
     w8 = _benchmark_module("workloads.w8_cache")
     cfg = w8.W8Config(images=64, batch=16, shards=4, fractions=(0.5,), peers=False)

@@ -83,20 +83,6 @@ def test_environment_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         _backend.compiled()
 
 
-def test_auto_serves_numpy_until_the_background_load_is_done(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _backend.load()
-    monkeypatch.setattr(_backend, "_loaded", None)
-    monkeypatch.setattr(_backend, "_loader", None)
-    with _backend.use_kernels("auto"):
-        assert _backend.compiled() is None  # the first batch does not wait
-        loader = _backend._loader
-        assert loader is not None
-        loader.join()
-        assert _backend.compiled() is _kernels
-
-
 # -- random numbers ---------------------------------------------------------------------
 def test_next_normal_matches_sample_rng() -> None:
     keys = np.random.default_rng(1).integers(0, 2**64, size=64, dtype=np.uint64)

@@ -141,3 +141,21 @@ class Opaque:
 def opaque_collator(samples: Sequence[Any], plan: BatchPlan) -> dict[str, Any]:
     """Returns a batch that cannot leave the worker."""
     return {"x": np.stack(samples), "handle": Opaque()}
+
+
+class CountedRows:
+    """A sync dataset of ``rows(n)`` that counts the reads made in this process's copy."""
+
+    def __init__(self, n: int, fail_at: int | None = None) -> None:
+        self.rows = rows(n)
+        self.fail_at = fail_at
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> npt.NDArray[np.float64]:
+        self.reads += 1
+        if index == self.fail_at:
+            raise KeyError(f"no row {index}")
+        return self.rows[index]

@@ -7,15 +7,21 @@ from typing import Any
 
 import pytest
 
-from aioloader.core import ShuffledSampler
+from aioloader.core import SequentialSampler, ShuffledSampler
 from aioloader.engine import DataLoader
-from aioloader.testing import MemoryDataset
+from aioloader.testing import FailingDataset, MemoryDataset, StackCollator
 
 from .helpers import TrackingCollator, digests, jitter, make_samples
 from .test_loader import SEED, reference_digests
 
+SYNC_BACKENDS = [
+    pytest.param("asyncio", {"use_uvloop": False}, id="asyncio"),
+    pytest.param("asyncio", {"use_uvloop": True}, id="uvloop"),
+    pytest.param("trio", {}, id="trio"),
+]
 
-def make_loader(workers: int) -> DataLoader[Any, Any]:
+
+def make_loader(workers: int, prefetch: int = 8) -> DataLoader[Any, Any]:
     return DataLoader(
         MemoryDataset(make_samples(37)),
         ShuffledSampler(37, 5, drop_last=False),
@@ -23,6 +29,7 @@ def make_loader(workers: int) -> DataLoader[Any, Any]:
         seed=SEED,
         transform=jitter,
         workers=workers,
+        prefetch=prefetch,
     )
 
 
@@ -59,3 +66,60 @@ def test_breaking_out_closes_the_portal_thread() -> None:
         thread.join(timeout=30)  # the portal's loop and its worker threads all end
         assert not thread.is_alive(), thread
     assert all(b.released for b in loader.collator.built if b.global_step > 2)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("backend", "options"), SYNC_BACKENDS)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_cursor_moves_as_each_batch_reaches_the_consumer(
+    backend: str, options: dict[str, Any], workers: int
+) -> None:
+    loader = make_loader(workers, prefetch=3)
+    seen: list[tuple[int, int]] = []
+    for batch in loader.iter_sync(stop=20, backend=backend, backend_options=options):
+        seen.append((batch.global_step, loader.next_step))  # batches behind it are handed off
+    assert seen == [(g, g + 1) for g in range(20)]
+    iterator = loader.iter_sync(backend=backend, backend_options=options)
+    for batch in iterator:
+        if batch.global_step == 23:
+            break
+    iterator.close()  # type: ignore[attr-defined]
+    assert loader.next_step == 24  # what was handed off but not taken does not count
+    assert digests([next(iter(loader.iter_sync(backend=backend, backend_options=options)))]) == (
+        reference_digests(37, 5, 24, 25)
+    )
+
+
+@pytest.mark.parametrize(("backend", "options"), SYNC_BACKENDS)
+def test_an_error_reaches_the_sync_consumer_at_its_step(
+    backend: str, options: dict[str, Any]
+) -> None:
+    failing: FailingDataset[Any] = FailingDataset(MemoryDataset(make_samples(40)), fail_at={22})
+    loader = DataLoader(
+        failing, SequentialSampler(40, 4), StackCollator(), seed=0, workers=2, prefetch=4
+    )
+    seen: list[int] = []
+
+    def consume() -> None:
+        for batch in loader.iter_sync(backend=backend, backend_options=options):
+            seen.append(batch.global_step)
+
+    with pytest.raises(OSError, match="injected failure reading index 22"):
+        consume()
+    assert seen == [0, 1, 2, 3, 4]
+    assert loader.next_step == 5
+
+
+@pytest.mark.parametrize(("backend", "options"), SYNC_BACKENDS)
+def test_breaking_out_releases_what_was_handed_off(backend: str, options: dict[str, Any]) -> None:
+    threads_before = set(threading.enumerate())
+    loader = make_loader(workers=2, prefetch=4)
+    iterator = loader.iter_sync(0, None, backend=backend, backend_options=options)
+    taken = [next(iterator) for _ in range(3)]
+    iterator.close()  # type: ignore[attr-defined]
+    for thread in set(threading.enumerate()) - threads_before:
+        thread.join(timeout=30)
+        assert not thread.is_alive(), thread
+    built = loader.collator.built  # type: ignore[attr-defined]
+    assert [b.global_step for b in taken] == [0, 1, 2]
+    assert all(b.released for b in built if b.global_step > 2)
+    assert not any(b.released for b in taken)

@@ -74,6 +74,7 @@ async def test_after_warm_up_every_buffer_is_a_pool_hit(workers: int, prefetch: 
     assert after.buffers_out == 0
 
 
+@pytest.mark.slow  # a soak
 async def test_tracemalloc_shows_no_growth_over_2000_batches() -> None:
     pool = BufferPool()
     loader = make_loader(pool, workers=1)

@@ -60,6 +60,7 @@ def no_process_left() -> Iterator[None]:
     """Every test leaves no worker process behind (checked by a /proc scan)."""
     before = spawned_children()
     yield
+    gc.collect()  # a loader left in a reference cycle stops its persistent workers
     assert spawned_children() - before == set()
     assert multiprocessing.active_children() == []
 
@@ -342,6 +343,7 @@ async def test_leaving_early_or_cancelling_leaves_no_process() -> None:
         dict_collator,
         seed=SEED,
         executor="process",
+        persistent_workers=False,
         workers=2,
         prefetch=6,
     )
@@ -386,9 +388,12 @@ async def main():
     async with loader.stream(0, 8) as batches:
         async for batch in batches:
             held.append(batch)  # keep every segment in use
-            if len(held) == 4:
+            if len(held) == 4 and sys.argv[1] == "streaming":
                 print("ready", flush=True)
                 sys.stdin.readline()  # wait here until killed
+    # Between epochs: the stream has ended, its persistent workers wait for the next one.
+    print("ready", flush=True)
+    sys.stdin.readline()
 
 
 if __name__ == "__main__":
@@ -409,12 +414,13 @@ def wait_for_exit(pid: int, seconds: float) -> bool:
         os.close(handle)
 
 
-def test_sigkill_of_the_parent_leaves_no_segment(tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["streaming", "between-epochs"])
+def test_sigkill_of_the_parent_leaves_no_segment(tmp_path: Path, when: str) -> None:
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent(PARENT_SCRIPT))
     before = shm_entries()
     parent = subprocess.Popen(
-        [sys.executable, str(script)],
+        [sys.executable, str(script), when],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         cwd=REPO,

@@ -123,6 +123,7 @@ def _run_cli(args: list[str]) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow  # three killed and restarted processes
 def test_sigkill_at_three_random_points_then_restart_gives_every_input_exactly_once(
     server: HttpTestServer, tmp_path: Path
 ) -> None:

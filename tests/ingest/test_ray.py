@@ -24,6 +24,8 @@ from aioloader.sinks import Manifest, open_shards, read_failures, read_manifest
 from aioloader.sources import HttpFetcher, RetryPolicy
 from tests._support.http_server import HttpTestServer
 
+pytestmark = pytest.mark.slow  # a local Ray runtime starts in tens of seconds
+
 URLS = 60
 FETCH: dict[str, Any] = {
     "read_timeout": 0.5,

@@ -311,6 +311,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.mark.slow  # two jax processes
 def test_two_processes_assemble_the_global_batch() -> None:
     port = str(_free_port())
     processes = [_run(MULTI_PROCESS, _env(2), str(rank), port) for rank in (0, 1)]

@@ -40,6 +40,7 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
 
 
+@pytest.mark.slow  # a soak
 async def test_a_thousand_cancelled_consumers_leak_nothing() -> None:
     pool = BufferPool()
     dataset: SlowDataset[Any] = SlowDataset(

@@ -53,6 +53,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     return digests
 
 
+@pytest.mark.slow  # killed and resumed processes
 @pytest.mark.parametrize(("workers", "kill_seed"), [(0, 1), (1, 2), (2, 3), (2, 4)])
 def test_killed_run_resumes_identically(
     tmp_path: Path, reference: dict[int, str], workers: int, kill_seed: int

@@ -73,6 +73,7 @@ def soak(batches: int) -> SoakFigures:
 BUFFER_BOUND = 2 * (PREFETCH + 1)
 
 
+@pytest.mark.slow  # a soak
 def test_soak_short() -> None:
     figures = soak(2_000)
     assert figures.total_misses <= BUFFER_BOUND  # the pool never grows past the bound

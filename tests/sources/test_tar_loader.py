@@ -11,8 +11,8 @@ import pytest
 from aioloader.core import BlockShuffledSampler, RankSlice, digest_stream
 from aioloader.core._plan import BatchPlan
 from aioloader.engine import DataLoader
-from aioloader.sources._cache import KnownFutureCache
 from aioloader.sources._tar import TarShards
+from aioloader.sources.cache import KnownFutureCache
 from tests._support.s3 import S3Info
 from tests.sources.test_tar import dataset, members_of, tar_bytes
 
@@ -61,9 +61,7 @@ async def test_block_shuffle_reads_every_sample_once_at_any_worker_count(
     digests = []
     for workers in (0, 2):
         cache = KnownFutureCache(total, lookahead_steps=3) if cached else None
-        source = TarShards(keys, s3_server.store(), cache=cache)
-        if cache is not None:
-            cache.plan(sampler, SEED, 0)
+        source = TarShards(keys, s3_server.store(), cache=cache)  # the loader plans it
         loader = DataLoader(source, sampler, _collate, seed=SEED, workers=workers, prefetch=4)
         batches = await _batches(loader, 0, 2 * steps)
         for epoch in range(2):
@@ -99,7 +97,7 @@ async def test_resume_mid_epoch_and_elastic_ranks_give_the_same_batches(
     middle = steps + steps // 2
     cache = KnownFutureCache(total // 2, lookahead_steps=2)
     cached = TarShards(keys, s3_server.store(), cache=cache)
-    cached.plan_reads(sampler, SEED, middle)  # the resume step is the plan's start
+    # the loader plans from the resume step by itself
     resumed = await _batches(DataLoader(cached, sampler, _collate, seed=SEED), middle, 2 * steps)
     assert resumed == whole[middle:]
     TarShards(keys, s3_server.store()).plan_reads(sampler, SEED, 0)  # no cache: nothing

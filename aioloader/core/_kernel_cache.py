@@ -1,0 +1,182 @@
+"""Filling numba's on-disk kernel cache in a child process, so that no thread of ours compiles.
+
+The first ``Filler.poll()`` launches a fresh interpreter (``subprocess``: spawned, never
+forked) that loads every kernel of ``_kernels``: each one is found in numba's cache, or
+compiled and written there. The parent keeps building batches with numpy meanwhile;
+``poll()`` tells it, without waiting, when the cache is full, and the parent then loads the
+kernels from it (numba's import and set-up, then tens of milliseconds per kernel; no
+compilation).
+
+The child never delays the parent's exit: an ``atexit`` hook kills it (numba writes each
+cache file under a temporary name and renames it, so a kill leaves no half-written entry),
+and the child also ends itself when its stdin closes, i.e. when the parent is gone however
+it ended. Children of the same cache take turns (a file lock), so N processes starting at
+once compile once, not N times; processes started after the cache is full (the loader's
+worker processes) learn it from an environment variable and start no child.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+FILLING, FILLED, FAILED = "filling", "filled", "failed"
+FILLED_MARK = "AIOLOADER_KERNEL_CACHE_FILLED"
+"""Set to ``lock_path()`` once a child filled the cache, so that processes started later
+(say, the loader's worker processes) find it full without a child of their own."""
+
+_CHILD = """
+import json, sys
+sys.path[:0] = json.loads(sys.argv[1])
+from aioloader.core._kernel_cache import child_main
+child_main()
+"""
+
+
+def load_every_kernel() -> str | None:
+    """Import ``_kernels`` and load (or compile) every kernel; what went wrong, or ``None``."""
+    try:
+        from . import _kernels
+
+        if _kernels.HEADER is None:
+            return "numpy's array object layout is not the expected one"
+        _kernels.load_all()
+    except Exception as error:  # numba missing or broken: the reference runs
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def lock_path() -> str:
+    """The lock file that children filling the same cache share (per user and cache)."""
+    key = f"{os.environ.get('NUMBA_CACHE_DIR', '')}|{os.path.dirname(__file__)}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    user = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"aioloader-kernels-{user}-{digest}.lock")
+
+
+def child_main() -> None:
+    """The child's body: fill the cache, print ``{"failure": ...}`` and exit."""
+    stdin = sys.stdin.buffer
+
+    def end_with_parent() -> None:
+        stdin.read()  # EOF: the parent closed the pipe or is gone
+        os._exit(0)  # never runs finalizers, so safe while LLVM compiles
+
+    threading.Thread(target=end_with_parent, daemon=True).start()
+    with open(lock_path(), "a") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another child compiles: wait, then load
+        except ImportError:  # no fcntl (Windows): fill side by side
+            pass
+        failure = load_every_kernel()
+    sys.stdout.write(json.dumps({"failure": failure}) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+class Filler:
+    """At most one child filling the cache for this process; ``poll()`` never waits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._state: str | None = None
+        self.failure: str | None = None
+        atexit.register(self.stop)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id, if one runs."""
+        child = self._child
+        return None if child is None or self._state != FILLING else child.pid
+
+    def poll(self) -> str:
+        """``FILLING`` (started now if need be), ``FILLED`` or ``FAILED``; never blocks."""
+        with self._lock:
+            if self._state is None:
+                self._start()
+            elif self._state == FILLING:
+                assert self._child is not None
+                if self._child.poll() is not None:
+                    self._finish()
+            return self._state or FAILED
+
+    def wait(self) -> str:
+        """Wait for a running child (the GIL is released meanwhile); the final state."""
+        child = self._child
+        if child is not None and self._state == FILLING:
+            child.wait()
+        with self._lock:
+            if self._state == FILLING:
+                self._finish()
+            return self._state or FAILED
+
+    def stop(self) -> None:
+        """Kill a running child now (at exit: the parent never waits for a compiler)."""
+        with self._lock:
+            child = self._child
+            if child is not None and self._state == FILLING:
+                child.kill()
+                child.wait()
+                self._close(child)
+                self._state, self.failure = FAILED, "stopped before the cache was filled"
+
+    def _start(self) -> None:
+        if os.environ.get(FILLED_MARK) == lock_path():
+            self._state = FILLED
+            return
+        try:
+            self._child = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, json.dumps(sys.path)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as error:
+            self._state, self.failure = FAILED, f"cannot start the cache filler: {error}"
+            return
+        self._state = FILLING
+
+    def _finish(self) -> None:
+        child = self._child
+        assert child is not None
+        assert child.stdout is not None
+        output = child.stdout.read().decode(errors="replace").strip().splitlines()
+        child.wait()
+        self._close(child)
+        self.failure = _reported_failure(output, child.returncode)
+        self._state = FAILED if self.failure else FILLED
+        if self._state == FILLED:
+            os.environ[FILLED_MARK] = lock_path()
+
+    @staticmethod
+    def _close(child: subprocess.Popen[bytes]) -> None:
+        for stream in (child.stdin, child.stdout):
+            if stream is not None:
+                stream.close()
+
+    def _forget(self) -> None:
+        """In a forked child: the parent's filler is not ours; start afresh if asked."""
+        self._lock = threading.Lock()
+        self._child, self._state, self.failure = None, None, None
+
+
+def _reported_failure(output: list[str], returncode: int) -> str | None:
+    """What the child's last line says went wrong (``None``: the cache is full)."""
+    if not output:
+        return f"the cache filler exited with status {returncode} and printed nothing"
+    try:
+        failure = json.loads(output[-1])["failure"]
+    except (ValueError, KeyError, TypeError):
+        return f"the cache filler printed {output[-1]!r}"
+    return None if failure is None else str(failure)

@@ -1,0 +1,773 @@
+"""A bounded two-tier byte cache that knows the future: it reads by the plan, evicts by next use.
+
+The batch at global step ``g`` is a pure function of ``(seed, g)``, so once told the sampler,
+the seed and the start step (``plan``; the loader does it when a stream starts), the cache
+knows every future read. A ``HorizonPlanner`` keeps a few windows of it as numpy arrays,
+extended in worker threads as the reads move on. For the batch at step ``g`` the cache
+
+- fetches what the batch misses, grown over the run of its shard's neighbours that the
+  horizon needs, and reads ahead what steps ``g+1 .. g+lookahead_steps`` need, each grown
+  likewise; runs of one shard with only tar headers between them are one request, so a
+  shard the plan reads within the horizon (block shuffle) costs one request;
+- keeps what it read ahead in a read-ahead buffer (``readahead_bytes``) until the step
+  that needs it: read-ahead never evicts anything, and nothing is evicted before its use,
+  so no byte is fetched twice before it is used;
+- after use, admits a sample into a tier only if it is needed again before what it would
+  evict (Belady's policy, optimal for a known sequence): memory first, the disk tier for
+  what memory evicts; while the disk tier has free room it also keeps a copy of what
+  memory admits, so that the next run finds it.
+
+See ``docs/object-storage.md`` for the cost model, the tiers and admission.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ...core._check import as_int
+from ...core._samplers import check_sampler
+from .._concurrency import gather_ordered
+from ._disk import DiskTier, shard_folder
+from ._planner import NEVER, HorizonPlanner
+from ._policy import Policy, ReadBudget
+from ._ranges import ByteRange, check_coalescing
+from ._source import RangeSource
+from ._statistics import CacheStatistics, Tally
+from ._tiers import MemoryTier
+
+__all__ = ("KnownFutureCache",)
+
+_Writes = list[tuple[int, Path, bytes]]
+YIELD_SECONDS = 0.002
+"""Longest stretch of the cache's own work between two yields to the event loop."""
+TASKS_PER_TURN = 64
+"""Reads started in one event-loop turn."""
+
+
+class _Pending:
+    """A sample on its way: waiters get its bytes, or None when its read failed."""
+
+    __slots__ = ("_event", "data", "done", "size", "waiters")
+
+    def __init__(self, size: int) -> None:
+        self._event: anyio.Event | None = None  # made for the first waiter only: cheap
+        self.data: bytes | None = None
+        self.done = False
+        self.size = size
+        self.waiters = 0
+
+    async def wait(self) -> None:
+        """Wait until the read ends (``data`` is then the bytes, or None if it failed)."""
+        if not self.done:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+    def finish(self) -> None:
+        """The read ended: wake the waiters."""
+        self.done = True
+        if self._event is not None:
+            self._event.set()
+
+
+class KnownFutureCache:
+    """Bounded cache of sample bytes in front of a ``TarShards``, driven by the plan.
+
+    >>> cache = KnownFutureCache(max_bytes=256 << 20, lookahead_steps=16)
+    >>> # source = TarShards(keys, store, cache=cache); DataLoader(source, ...) plans it
+
+    Use it from one event loop at a time; one cache serves one source. Memory use is at
+    most ``max_bytes + readahead_bytes`` of sample bytes, plus the reads in flight.
+
+    Args:
+        max_bytes: Most bytes of used samples kept in memory for their next use.
+        disk_dir: A folder for the disk tier (kept across runs), or None for memory only.
+        disk_bytes: Most bytes of entry files in ``disk_dir``.
+        readahead_bytes: Most bytes read ahead and not used yet (default 256 MiB): a
+            block shuffle reads whole shards when it holds ``window`` of them.
+        lookahead_steps: Steps after the current one whose samples are read with it.
+        policy: ``"belady"`` (evict the furthest next use) or ``"lru"``.
+        window_steps: Steps planned at a time (default ``max(8, lookahead_steps)``).
+        horizon_windows: Windows of the plan kept known ahead of the reads.
+        coalesce_gap: Two runs of one shard with only non-sample bytes (headers, skipped
+            members) between them, at most this many, are read with one request.
+        max_request_bytes: Largest read.
+        fill_steps: A read grows over the neighbouring samples of its shard that steps up
+            to this many ahead will read (default: the whole horizon).
+    """
+
+    def __init__(
+        self,
+        max_bytes: int,
+        *,
+        disk_dir: str | Path | None = None,
+        disk_bytes: int = 0,
+        readahead_bytes: int = 256 << 20,
+        lookahead_steps: int = 16,
+        policy: Policy = "belady",
+        window_steps: int | None = None,
+        horizon_windows: int = 4,
+        coalesce_gap: int = 256 << 10,
+        max_request_bytes: int = 64 << 20,
+        fill_steps: int | None = None,
+    ) -> None:
+        self.max_bytes = _at_least("max_bytes", max_bytes, 1)
+        self.readahead_bytes = _at_least("readahead_bytes", readahead_bytes, 0)
+        self.lookahead_steps = _at_least("lookahead_steps", lookahead_steps, 0)
+        if policy not in ("belady", "lru"):
+            raise ValueError(f"policy must be 'belady' or 'lru' but got {policy!r}")
+        self.policy: Policy = policy
+        self.window_steps = (
+            max(8, self.lookahead_steps)
+            if window_steps is None
+            else _at_least("window_steps", window_steps, 1)
+        )
+        self.horizon_windows = _at_least("horizon_windows", horizon_windows, 1)
+        horizon = self.window_steps * self.horizon_windows
+        self.fill_steps = horizon if fill_steps is None else _at_least("fill_steps", fill_steps, 0)
+        self.coalesce_gap, self.max_request_bytes = check_coalescing(
+            coalesce_gap, max_request_bytes
+        )
+        disk_bytes = _at_least("disk_bytes", disk_bytes, 0)
+        if disk_dir is not None and not isinstance(disk_dir, (str, Path)):
+            raise TypeError(f"disk_dir must be a str, a Path or None but got {disk_dir!r}")
+        if disk_dir is not None and Path(disk_dir).exists() and not Path(disk_dir).is_dir():
+            raise ValueError(f"disk_dir must be a folder but {str(disk_dir)!r} is a file")
+        if (disk_dir is None) != (disk_bytes == 0):
+            raise ValueError(
+                "disk_dir and disk_bytes go together (a folder and a bound >= 1) but got "
+                f"disk_dir={disk_dir!r}, disk_bytes={disk_bytes}"
+            )
+        self.memory = MemoryTier(self.max_bytes, policy)
+        self.disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy)
+        self._source: RangeSource | None = None
+        self._versions: dict[str, str] = {}
+        self._planner: HorizonPlanner | None = None
+        self._extending: anyio.Event | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._pending_bytes = 0
+        self._ahead: dict[int, tuple[bytes, float]] = {}  # read ahead, not used: (data, when)
+        self._ahead_bytes = 0
+        self._writing: dict[int, bytes] = {}  # on their way to disk: served from here
+        self._tally = Tally()
+        self._disk_jobs = 0
+        self._disk_done = 0
+        self._disk_turn = threading.Condition()
+
+    # -- the plan ---------------------------------------------------------------------
+
+    def bind(self, source: RangeSource) -> None:
+        """Serve ``source`` (done by ``TarShards(..., cache=cache)``); one source per cache.
+
+        With a disk tier this finds the entries earlier runs left for these shards
+        (blocking: it lists the folder).
+        """
+        if self._source is not None and self._source is not source:
+            raise ValueError("this KnownFutureCache already serves another source")
+        if self._source is source:
+            return
+        self._source = source
+        self._versions = dict(source.versions())
+        if self.disk is not None:
+            folders = {shard_folder(key, tag): key for key, tag in self._versions.items()}
+
+            def locate(key: str, start: int, end: int) -> int | None:
+                inside = source.indices_within(key, start, end)
+                if len(inside) != 1 or source.span_of(inside[0])[1:] != (start, end):
+                    return None
+                return inside[0]
+
+            self.disk.open(folders, locate)
+
+    def plan(self, sampler: Any, seed: int, start_step: int = 0) -> None:
+        """Read batches in the order of ``sampler`` from ``start_step`` on (blocking).
+
+        The loader calls it (in a worker thread) when a stream starts; entries already held
+        are kept. It computes the plan's first window; later windows are computed in worker
+        threads while batches are read.
+        """
+        check_sampler(sampler)
+        planner = HorizonPlanner(
+            sampler,
+            seed,
+            start_step,
+            window_steps=self.window_steps,
+            windows=self.horizon_windows,
+            slack=max(256, 4 * self.lookahead_steps),
+        )
+        first = planner.wanted_window()
+        assert first is not None
+        units = planner.install(planner.extend(first))
+        for tier in self._tiers():
+            tier.order.rank_all(NEVER)
+        self._planner = planner
+        for unit in units:
+            self._rank(unit)
+        for unit in [u for u in self._ahead if planner.next_use(u) == NEVER]:
+            self._drop_ahead(unit)  # read ahead for a plan that is gone
+
+    def offer(self, index: int, data: bytes) -> bool:
+        """Keep sample ``index``'s bytes if a tier has room without evicting; False if not.
+
+        ``TarShards`` offers what indexing a shard read anyway, so that an epoch after
+        building the index on the fly does not read the same bytes again.
+        """
+        if self._holds(index):
+            return True
+        size = len(data)
+        if self.memory.fits(size):
+            self.memory.put(index, data)
+            self.memory.rank(index, self._next_use(index))
+            return True
+        disk = self.disk
+        if disk is not None and self._source is not None and disk.fits(size):
+            path = self._disk_path(index, data)
+            disk.write(path, data)
+            disk.add(index, size)
+            disk.paths[index] = path
+            disk.rank(index, self._next_use(index))
+            return True
+        return False
+
+    def _tiers(self) -> list[Any]:
+        return [self.memory] if self.disk is None else [self.memory, self.disk]
+
+    def _holds(self, unit: int) -> bool:
+        return (
+            unit in self.memory
+            or unit in self._ahead
+            or unit in self._writing
+            or (self.disk is not None and unit in self.disk)
+        )
+
+    def _disk_path(self, unit: int, data: bytes) -> Path:
+        assert self._source is not None
+        assert self.disk is not None
+        key, start, end = self._source.span_of(unit)
+        return self.disk.path_for(unit, key, self._versions[key], start, end, data)
+
+    def _next_use(self, unit: int) -> int:
+        return NEVER if self._planner is None else self._planner.next_use(unit)
+
+    async def _notice(self, planner: HorizonPlanner, units: list[int]) -> None:
+        """New steps are known: rank again the entries they read."""
+        turn = _Turn()
+        for unit in units:
+            await turn.pause_if_due()
+            for tier in self._tiers():
+                if unit in tier.order:
+                    tier.rank(unit, planner.next_use(unit))
+
+    async def _extend(self, planner: HorizonPlanner) -> None:
+        """Compute the windows the horizon lacks in worker threads, one at a time.
+
+        One reader computes them; a reader that comes meanwhile waits for it.
+        """
+        if self._extending is not None:
+            await self._extending.wait()
+            return
+        self._extending = done = anyio.Event()
+        try:
+            while self._planner is planner and (first := planner.wanted_window()) is not None:
+                horizon = await anyio.to_thread.run_sync(planner.extend, first)
+                await self._notice(planner, planner.install(horizon))
+        finally:
+            self._extending = None
+            done.set()
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def read(self, indices: Sequence[int]) -> list[bytes]:
+        """The bytes of every sample of one batch, in the order of ``indices``."""
+        source = self._source
+        if source is None:
+            raise RuntimeError("KnownFutureCache is not bound to a source (pass it as cache=)")
+        planner = self._planner
+        step = None if planner is None else planner.match(indices)
+        if planner is not None and step is not None:
+            planner.consume(step)
+        found: dict[int, bytes] = {}
+        waits: dict[int, _Pending] = {}
+        on_disk: dict[int, Path] = {}
+        need: list[int] = []
+        claimed: dict[int, _Pending] = {}
+        tally = self._tally
+        turn = _Turn()
+        for unit in dict.fromkeys(int(i) for i in indices):
+            if await turn.pause_if_due() and unit in self._pending:
+                tally.hits += 1  # on its way since the pause
+                waits[unit] = self._pending[unit]
+                waits[unit].waiters += 1
+                continue
+            data = self._from_memory(unit)
+            if data is not None:
+                tally.hits += 1
+                tally.memory_hits += 1
+                found[unit] = data
+            elif self.disk is not None and unit in self.disk:
+                tally.hits += 1
+                tally.disk_hits += 1
+                on_disk[unit] = self.disk.paths[unit]
+                self._rank(unit)
+            elif unit in self._pending:
+                tally.hits += 1
+                waits[unit] = self._pending[unit]
+                waits[unit].waiters += 1
+            else:
+                tally.misses += 1
+                need.append(unit)
+                self._claim(source, unit, claimed, found)  # on its way before any await
+        writes: tuple[list[Path], _Writes] = ([], [])
+        for unit in list(found):
+            if unit in self._ahead:
+                self._use_ahead(unit, *writes)
+                await turn.pause_if_due()
+        ahead: dict[int, _Pending] = {}
+        damaged: list[int] = []
+        try:
+            if planner is not None and step is not None:
+                tally.planned += 1
+                if planner.planned_until - step <= self.lookahead_steps + self.window_steps:
+                    await self._extend(planner)  # a fresh plan: know the shards' runs first
+                await self._ahead_of(source, planner, step, set(need), ahead)
+            async with anyio.create_task_group() as group:
+                if planner is not None and planner.wanted_window() is not None:
+                    group.start_soon(self._extend, planner)
+                if on_disk:
+                    group.start_soon(self._read_disk, on_disk, found, damaged)
+                if claimed or ahead:
+                    await self._fetch(source, claimed, ahead, found)
+            if damaged:
+                again: dict[int, _Pending] = {}
+                for unit in damaged:
+                    self._claim(source, unit, again, found)
+                await self._fetch(source, again, {}, found)
+            for unit, pending in waits.items():
+                await pending.wait()
+                if pending.data is None:  # the read that carried it failed: read it here
+                    retry: dict[int, _Pending] = {}
+                    self._claim(source, unit, retry, found)
+                    await self._fetch(source, retry, {}, found)
+                else:
+                    found[unit] = pending.data
+        finally:
+            for unit, pending in claimed.items():  # claimed but never fetched (cancelled)
+                self._release(unit, pending)
+            for unit, pending in ahead.items():  # chosen but never fetched (cancelled)
+                self._release(unit, pending)
+            if writes[0] or writes[1]:
+                with anyio.CancelScope(shield=True):
+                    await self._run_disk_job(*writes)
+        return [found[int(i)] for i in indices]
+
+    def _from_memory(self, unit: int) -> bytes | None:
+        data = self.memory.data.get(unit)
+        if data is not None:
+            self._rank(unit)
+            return data
+        held = self._ahead.get(unit)
+        if held is not None:
+            return held[0]
+        return self._writing.get(unit)
+
+    def _rank(self, unit: int) -> None:
+        for tier in self._tiers():
+            tier.rank(unit, self._next_use(unit))
+
+    def _use_ahead(self, unit: int, deletes: list[Path], writes: _Writes) -> None:
+        """A batch uses what was read ahead for it: it leaves the buffer for a tier."""
+        data, arrived = self._ahead.pop(unit)
+        self._ahead_bytes -= len(data)
+        tally = self._tally
+        tally.waiting -= len(data)
+        tally.used += len(data)
+        tally.prefetch_hits += 1
+        tally.lead_total += time.monotonic() - arrived
+        self._admit(unit, data, deletes, writes)
+
+    def _drop_ahead(self, unit: int) -> None:
+        data, _ = self._ahead.pop(unit)
+        self._ahead_bytes -= len(data)
+        self._tally.waiting -= len(data)
+        self._tally.unused += len(data)
+
+    async def _read_disk(
+        self, on_disk: dict[int, Path], found: dict[int, bytes], damaged: list[int]
+    ) -> None:
+        def read_all() -> dict[int, bytes | None]:
+            return {unit: DiskTier.read(path) for unit, path in on_disk.items()}
+
+        for unit, data in (await anyio.to_thread.run_sync(read_all)).items():
+            if data is None:  # deleted or damaged meanwhile: a miss after all
+                self._tally.hits -= 1
+                self._tally.disk_hits -= 1
+                self._tally.misses += 1
+                disk = self.disk
+                if disk is not None and disk.paths.get(unit) == on_disk[unit]:
+                    disk.remove(unit, evicted=False)
+                    disk.paths.pop(unit, None)
+                damaged.append(unit)
+            else:
+                found[unit] = data
+
+    # -- what to read ahead -----------------------------------------------------------
+
+    async def _ahead_of(
+        self,
+        source: RangeSource,
+        planner: HorizonPlanner,
+        step: int,
+        need: set[int],
+        chosen: dict[int, _Pending],
+    ) -> None:
+        """Samples to read with step ``step``'s: whole runs of shards, soonest needed first.
+
+        Each sample this step misses, then each one the next ``lookahead_steps`` steps
+        need, brings the run of its shard's neighbours needed within ``fill_steps`` steps
+        (one range read). A run that does not fit the read-ahead buffer waits for a later
+        step, unless the next two steps need its sample. Chosen samples are marked on
+        their way at once (``chosen``), and the choice yields to the event loop every
+        ``YIELD_SECONDS``, so a long choice never blocks the loop.
+        """
+        budget = ReadBudget(self.readahead_bytes - self._ahead_bytes - self._pending_bytes)
+
+        def free(unit: int) -> bool:
+            return not self._holds(unit) and unit not in self._pending and unit not in need
+
+        async def choose(run: list[int]) -> None:
+            for member in run:
+                size = _size(source, member)
+                if size and free(member):  # an empty sample needs no read
+                    chosen[member] = self._pending[member] = _Pending(size)
+                    self._pending_bytes += size
+                await turn.pause_if_due()
+
+        fill_limit = step + max(self.fill_steps, self.lookahead_steps)
+        turn = _Turn()
+        for unit in sorted(need):  # a miss brings its run of neighbours needed soon
+            run = await self._run(source, unit, fill_limit, free, turn)
+            run = [u for u in run if u != unit and free(u)]  # others may have chosen some
+            if run and budget.take_all([_size(source, u) for u in run]):
+                await choose(run)
+            await turn.pause_if_due()
+        last = min(step + 1 + self.lookahead_steps, planner.planned_until)
+        for later in range(step + 1, last):
+            for unit in planner.step_indices(later).tolist():
+                await turn.pause_if_due()
+                if not free(unit):
+                    continue
+                run = await self._run(source, unit, fill_limit, free, turn)
+                run = [u for u in run if free(u)]  # other reads may have chosen some
+                if not run:
+                    continue
+                if not budget.take_all([_size(source, u) for u in run]):
+                    if later > step + 2:
+                        return  # the rest waits until the buffer has room
+                    run = [unit]
+                    if not free(unit) or not budget.take_all([_size(source, unit)]):
+                        continue
+                await choose(run)
+
+    async def _run(
+        self, source: RangeSource, unit: int, limit: int, free: Any, turn: _Turn
+    ) -> list[int]:
+        """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
+        key, start, end = source.span_of(unit)
+
+        def joins(other: int) -> tuple[int, int] | None:
+            if not 0 <= other < len(source) or not free(other):
+                return None
+            other_key, begin, stop = source.span_of(other)
+            if other_key != key or self._next_use(other) > limit:
+                return None
+            return begin, stop
+
+        low = high = unit
+        while (span := joins(low - 1)) is not None and end - span[0] <= self.max_request_bytes:
+            start, low = span[0], low - 1
+            await turn.pause_if_due()
+        while (span := joins(high + 1)) is not None and span[1] - start <= self.max_request_bytes:
+            end, high = span[1], high + 1
+            await turn.pause_if_due()
+        return list(range(low, high + 1))
+
+    # -- fetching ---------------------------------------------------------------------
+
+    async def _ranges(
+        self, source: RangeSource, units: list[int]
+    ) -> list[tuple[ByteRange, list[int]]]:
+        """Runs of ``units`` merged into requests: only non-sample bytes between them."""
+        turn = _Turn()
+        spans = []
+        for unit in units:
+            spans.append((source.span_of(unit), unit))
+            await turn.pause_if_due()
+        spans.sort()
+        merged: list[tuple[ByteRange, list[int]]] = []
+        for (key, start, end), unit in spans:
+            await turn.pause_if_due()
+            if merged:
+                (last_key, last_start, last_end), members = merged[-1]
+                if (
+                    last_key == key
+                    and 0 <= start - last_end <= self.coalesce_gap
+                    and end - last_start <= self.max_request_bytes
+                    and not source.indices_within(key, last_end, start)
+                ):
+                    merged[-1] = ((key, last_start, max(end, last_end)), [*members, unit])
+                    continue
+            merged.append(((key, start, end), [unit]))
+        return merged
+
+    def _claim(
+        self, source: RangeSource, unit: int, claimed: dict[int, _Pending], found: dict[int, bytes]
+    ) -> None:
+        """Mark ``unit`` on its way for this batch (an empty sample is found at once)."""
+        _, start, end = source.span_of(unit)
+        if start == end:
+            found[unit] = b""
+            return
+        claimed[unit] = self._pending[unit] = _Pending(end - start)
+        self._pending_bytes += end - start
+
+    async def _fetch(
+        self,
+        source: RangeSource,
+        need: dict[int, _Pending],
+        ahead: dict[int, _Pending],
+        found: dict[int, bytes],
+    ) -> None:
+        """Read ``need`` (for this batch) and ``ahead``, both already marked on their way."""
+        demanded = set(need)
+        owned = {**need, **ahead}
+        units = list(owned)
+        arrived: dict[int, bytes] = {}
+
+        async def read_one(item: tuple[ByteRange, list[int]]) -> None:
+            (key, start, end), members = item
+            data = await source.read_range(key, start, end)
+            tally = self._tally
+            tally.requests += 1
+            tally.fetched += len(data)
+            carried = 0
+            turn = _Turn()
+            for unit in members:
+                await turn.pause_if_due()
+                _, begin, stop = source.span_of(unit)
+                piece = data[begin - start : stop - start]
+                carried += len(piece)
+                arrived[unit] = piece
+                owned[unit].data = piece
+                if unit in demanded:
+                    found[unit] = piece
+            tally.unused += len(data) - carried  # headers between the samples
+
+        deletes: list[Path] = []
+        writes: _Writes = []
+
+        async def read_some(some: list[tuple[ByteRange, list[int]]]) -> None:
+            await gather_ordered(read_one, some)
+
+        try:  # reads start TASKS_PER_TURN at a time: spawning thousands takes a while
+            ranges = await self._ranges(source, units)
+            parts = [ranges[k : k + TASKS_PER_TURN] for k in range(0, len(ranges), TASKS_PER_TURN)]
+            await gather_ordered(read_some, parts)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._keep(arrived, owned, demanded, deletes, writes)
+            for unit, pending in owned.items():
+                self._release(unit, pending)
+            if deletes or writes:
+                with anyio.CancelScope(shield=True):
+                    await self._run_disk_job(deletes, writes)
+
+    def _release(self, unit: int, pending: _Pending) -> None:
+        """The read of ``unit`` ended; waiters of a failed read see None and read it again."""
+        if self._pending.get(unit) is pending:
+            del self._pending[unit]
+            self._pending_bytes -= pending.size
+        pending.finish()
+
+    async def _keep(
+        self,
+        arrived: dict[int, bytes],
+        owned: dict[int, _Pending],
+        demanded: set[int],
+        deletes: list[Path],
+        writes: _Writes,
+    ) -> None:
+        """Samples used now go to a tier if admitted; samples read ahead to the buffer."""
+        tally = self._tally
+        now = time.monotonic()
+        turn = _Turn()
+        ordered = []
+        for unit in arrived:
+            ordered.append((self._next_use(unit), unit))
+            await turn.pause_if_due()
+        ordered.sort()
+        for _, unit in ordered:
+            await turn.pause_if_due()
+            data = arrived[unit]
+            size = len(data)
+            if unit in demanded or owned[unit].waiters > 0:
+                tally.used += size
+                self._admit(unit, data, deletes, writes)
+            elif self._ahead_bytes + size <= self.readahead_bytes and not self._holds(unit):
+                self._ahead[unit] = (data, now)
+                self._ahead_bytes += size
+                tally.waiting += size
+                tally.prefetched += 1
+            else:
+                tally.unused += size
+
+    def _admit(self, unit: int, data: bytes, deletes: list[Path], writes: _Writes) -> None:
+        """Keep a used sample if it is needed again before what it would evict.
+
+        Memory first, evicting entries needed later (they move to disk if the disk tier
+        admits them by the same rule); else the disk tier; else it is dropped.
+        """
+        if self._holds(unit):
+            return
+        when = self._next_use(unit)
+        victims = self.memory.room_for(len(data), when)
+        disk = self.disk
+        if victims is not None:
+            for victim in victims:
+                moved = self.memory.take(victim, evicted=True)
+                if disk is None or victim not in disk:
+                    self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
+            self.memory.put(unit, data)
+            self.memory.rank(unit, when)
+            if disk is not None and disk.fits(len(data)):  # a copy for the next run
+                self._to_disk(unit, data, when, deletes, writes)
+            return
+        self._to_disk(unit, data, when, deletes, writes)
+
+    def _to_disk(
+        self, unit: int, data: bytes, when: int, deletes: list[Path], writes: _Writes
+    ) -> None:
+        disk = self.disk
+        if disk is None or unit in disk:
+            return
+        victims = disk.room_for(len(data), when)
+        if victims is None:
+            return
+        for victim in victims:
+            disk.remove(victim, evicted=True)
+            deletes.append(disk.paths.pop(victim))
+        path = self._disk_path(unit, data)
+        disk.add(unit, len(data))
+        disk.paths[unit] = path
+        disk.rank(unit, when)
+        self._writing[unit] = data
+        writes.append((unit, path, data))
+
+    async def _run_disk_job(self, deletes: list[Path], writes: _Writes) -> None:
+        """Delete evicted files, then write new ones, in a worker thread, jobs in order.
+
+        Jobs run in the order they were decided, each deleting before it writes, so the
+        files on disk never exceed the bound even while several jobs are in flight.
+        """
+        disk = self.disk
+        assert disk is not None
+        turn = self._disk_jobs
+        self._disk_jobs += 1
+
+        def job() -> None:
+            with self._disk_turn:
+                self._disk_turn.wait_for(lambda: self._disk_done == turn)
+            try:
+                for path in deletes:
+                    disk.delete(path)
+                for unit, path, data in writes:
+                    if disk.paths.get(unit) == path:  # not evicted meanwhile
+                        disk.write(path, data)
+            finally:
+                with self._disk_turn:
+                    self._disk_done += 1
+                    self._disk_turn.notify_all()
+
+        try:
+            await anyio.to_thread.run_sync(job)
+        finally:
+            for unit, _, data in writes:
+                if self._writing.get(unit) is data:
+                    del self._writing[unit]
+
+    # -- statistics -------------------------------------------------------------------
+
+    def statistics(self) -> CacheStatistics:
+        """A snapshot of the counters."""
+        tally, memory, disk = self._tally, self.memory, self.disk
+        lead = tally.lead_total / tally.prefetch_hits if tally.prefetch_hits else 0.0
+        disk_evicted = 0 if disk is None else disk.evicted_bytes
+        return CacheStatistics(
+            hits=tally.hits,
+            misses=tally.misses,
+            memory_hits=tally.memory_hits,
+            disk_hits=tally.disk_hits,
+            requests=tally.requests,
+            bytes_fetched=tally.fetched,
+            bytes_used=tally.used,
+            bytes_unused=tally.unused,
+            bytes_waiting=tally.waiting,
+            bytes_evicted=memory.evicted_bytes + disk_evicted,
+            memory_bytes_evicted=memory.evicted_bytes,
+            disk_bytes_evicted=disk_evicted,
+            evictions=memory.evictions + (0 if disk is None else disk.evictions),
+            current_bytes=memory.bytes,
+            peak_bytes=memory.peak,
+            max_bytes=self.max_bytes,
+            readahead_bytes=self._ahead_bytes,
+            disk_bytes=0 if disk is None else disk.bytes,
+            disk_peak_bytes=0 if disk is None else disk.peak,
+            disk_max_bytes=0 if disk is None else disk.max_bytes,
+            entries=len(memory) if disk is None else len(memory.sizes.keys() | disk.sizes.keys()),
+            prefetched=tally.prefetched,
+            prefetch_hits=tally.prefetch_hits,
+            mean_prefetch_lead_seconds=lead,
+            planned_batches=tally.planned,
+            planner_bytes=0 if self._planner is None else self._planner.nbytes,
+        )
+
+    def __repr__(self) -> str:
+        disk = "" if self.disk is None else f", disk_dir={str(self.disk.directory)!r}"
+        return (
+            f"KnownFutureCache(max_bytes={self.max_bytes}{disk}, policy={self.policy!r}, "
+            f"lookahead_steps={self.lookahead_steps})"
+        )
+
+
+class _Turn:
+    """Yields to the event loop once ``YIELD_SECONDS`` have passed since the last yield."""
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    async def pause_if_due(self) -> bool:
+        """Yield if due; True when it did (the world may have changed meanwhile)."""
+        if time.perf_counter() - self._since < YIELD_SECONDS:
+            return False
+        await anyio.lowlevel.checkpoint()
+        self._since = time.perf_counter()
+        return True
+
+
+def _size(source: RangeSource, unit: int) -> int:
+    _, start, end = source.span_of(unit)
+    return end - start
+
+
+def _at_least(name: str, value: Any, low: int) -> int:
+    number = as_int(name, value)
+    if number < low:
+        raise ValueError(f"{name} must be an integer >= {low} but got {number}")
+    return number

@@ -1,0 +1,89 @@
+"""The cache's counters: a frozen snapshot (``CacheStatistics``) and the live tally."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ("CacheStatistics", "Tally")
+
+
+@dataclass(frozen=True)
+class CacheStatistics:
+    """Counters of a ``KnownFutureCache``.
+
+    Bytes add up: ``bytes_fetched == bytes_used + bytes_unused + bytes_waiting``. Every
+    fetched byte is used once (the batch that asked for it, or the later one it was read
+    ahead for), dropped unused, or still held waiting for its step.
+
+    Attributes:
+        hits: Samples a batch found in a tier (or already on their way).
+        misses: Samples a batch had to fetch.
+        memory_hits: Hits served from memory.
+        disk_hits: Hits served from the disk tier.
+        requests: Ranged reads the cache issued.
+        bytes_fetched: Bytes those reads returned.
+        bytes_used: Fetched bytes that a batch used (counted once per fetch).
+        bytes_unused: Fetched bytes dropped without use: tar headers between samples,
+            samples read ahead that found the buffer full, or whose plan was replaced.
+        bytes_waiting: Fetched bytes held in the read-ahead buffer, not used yet.
+        bytes_evicted: Bytes evicted from memory (moved to disk or dropped) plus from disk.
+        memory_bytes_evicted: Bytes evicted from the memory tier.
+        disk_bytes_evicted: Bytes evicted from the disk tier.
+        evictions: Entries evicted (either tier).
+        current_bytes: Bytes held in memory now (never above ``max_bytes``).
+        peak_bytes: Most bytes ever held in memory.
+        max_bytes: The memory tier's bound.
+        readahead_bytes: Bytes in the read-ahead buffer now (never above its bound).
+        disk_bytes: Bytes of entry files now (never above ``disk_max_bytes``).
+        disk_peak_bytes: Most bytes of entry files ever.
+        disk_max_bytes: The disk tier's bound (0 without one).
+        entries: Samples held now (in either tier or both).
+        prefetched: Samples read ahead of their step and kept.
+        prefetch_hits: Batch reads served by an entry read ahead for them.
+        mean_prefetch_lead_seconds: Mean time from a read-ahead entry's arrival to its use.
+        planned_batches: Batches recognised as a step of the plan.
+        planner_bytes: Bytes of the planner's arrays now.
+    """
+
+    hits: int
+    misses: int
+    memory_hits: int
+    disk_hits: int
+    requests: int
+    bytes_fetched: int
+    bytes_used: int
+    bytes_unused: int
+    bytes_waiting: int
+    bytes_evicted: int
+    memory_bytes_evicted: int
+    disk_bytes_evicted: int
+    evictions: int
+    current_bytes: int
+    peak_bytes: int
+    max_bytes: int
+    readahead_bytes: int
+    disk_bytes: int
+    disk_peak_bytes: int
+    disk_max_bytes: int
+    entries: int
+    prefetched: int
+    prefetch_hits: int
+    mean_prefetch_lead_seconds: float
+    planned_batches: int
+    planner_bytes: int
+
+    @property
+    def hit_rate(self) -> float:
+        """``hits / (hits + misses)``, 0 before any read."""
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+class Tally:
+    """The live counters behind ``CacheStatistics`` (the tiers count their own bytes)."""
+
+    def __init__(self) -> None:
+        self.hits = self.misses = self.memory_hits = self.disk_hits = 0
+        self.requests = self.fetched = self.used = self.unused = self.waiting = 0
+        self.prefetched = self.prefetch_hits = self.planned = 0
+        self.lead_total = 0.0

@@ -1,0 +1,71 @@
+"""aioloader.engine._handoff: batches cross from the event loop to a consumer thread."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from aioloader._threadsafe import threadsafe_caller
+from aioloader.engine._handoff import BatchHandOff, HandOffClosed
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_producer_waits_for_a_free_slot_and_order_is_kept() -> None:
+    hand_off: BatchHandOff[int] = BatchHandOff(2, threadsafe_caller(), lambda _: None)
+    put: list[int] = []
+
+    async def produce() -> None:
+        for item in range(3):
+            await hand_off.put(item)
+            put.append(item)
+        hand_off.finish()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        await anyio.wait_all_tasks_blocked()
+        assert put == [0, 1]  # both slots full: the third put waits
+        assert await anyio.to_thread.run_sync(hand_off.take) == 0
+        await anyio.wait_all_tasks_blocked()
+        assert put == [0, 1, 2]
+    assert [hand_off.take(), hand_off.take()] == [1, 2]
+    with pytest.raises(StopIteration):
+        hand_off.take()
+    with pytest.raises(StopIteration):  # the end stays the end
+        hand_off.take()
+
+
+async def test_an_error_comes_after_the_items_before_it() -> None:
+    hand_off: BatchHandOff[int] = BatchHandOff(4, threadsafe_caller(), lambda _: None)
+    await hand_off.put(7)
+    hand_off.finish(KeyError("step 1"))
+    assert hand_off.take() == 7
+    with pytest.raises(KeyError, match="step 1"):
+        hand_off.take()
+
+
+async def test_closing_releases_what_was_not_taken_and_stops_the_producer() -> None:
+    released: list[int] = []
+    hand_off: BatchHandOff[int] = BatchHandOff(2, threadsafe_caller(), released.append)
+    outcome: list[str] = []
+
+    async def produce() -> None:
+        try:
+            for item in range(5):
+                await hand_off.put(item)
+        except HandOffClosed:
+            outcome.append("closed")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        await anyio.wait_all_tasks_blocked()
+        assert hand_off.take() == 0
+        await anyio.wait_all_tasks_blocked()  # items 1 and 2 wait, item 3 waits for a slot
+        await anyio.to_thread.run_sync(hand_off.close)
+    assert outcome == ["closed"]
+    assert released == [1, 2, 3]  # item 4 was never made
+
+
+def test_capacity_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="capacity must be >= 1 but got 0"):
+        BatchHandOff(0, lambda _: None, lambda _: None)

@@ -1,0 +1,96 @@
+"""aioloader.engine._threads: leaving early cancels queued builds, waits for running ones."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import pytest
+
+from aioloader.core import BatchPlan, SequentialSampler
+from aioloader.engine import DataLoader
+from aioloader.engine._threads import BuildThreads
+from aioloader.testing import MemoryDataset
+
+from .helpers import TrackedBatch, TrackingCollator, make_samples
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_cancelling_callers_takes_queued_jobs_off_the_queue() -> None:
+    threads = BuildThreads(1)
+    started: list[int] = []
+    discarded: list[int] = []
+    entered = threading.Event()
+    gate = threading.Event()
+    queued_callers = 7
+    left = [queued_callers]
+
+    def job(number: int) -> int:
+        started.append(number)
+        if number == 0:
+            entered.set()
+            gate.wait()
+        return number
+
+    async def call(number: int) -> None:
+        try:
+            await threads.run(job, number, discard=discarded.append)
+        finally:
+            if number > 0:  # a queued caller has given up its job: once all have, finish job 0
+                left[0] -= 1
+                if left[0] == 0:
+                    gate.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call, 0)
+        await anyio.to_thread.run_sync(entered.wait)
+        for number in range(1, queued_callers + 1):
+            group.start_soon(call, number)
+        await anyio.wait_all_tasks_blocked()
+        group.cancel_scope.cancel()
+    threads.close()
+    assert started == [0]  # the queued jobs never ran
+    assert discarded == [0]  # the running one finished and its result was handed back
+
+
+class GatedCollator(TrackingCollator):
+    """Builds step 0 at once; step 1 waits for ``gate``; records every step it starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[int] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def __call__(self, samples: Sequence[Any], plan: BatchPlan) -> TrackedBatch:
+        self.started.append(plan.global_step)
+        if plan.global_step == 1:
+            self.entered.set()
+            self.gate.wait()
+        return super().__call__(samples, plan)
+
+
+async def test_leaving_a_stream_early_waits_only_for_the_running_build() -> None:
+    collator = GatedCollator()
+    loader = DataLoader(
+        MemoryDataset(make_samples(40)),
+        SequentialSampler(40, 2),
+        collator,
+        seed=7,
+        workers=1,
+        prefetch=16,
+    )
+    stream = loader.stream(0, None)
+    first = await stream.__anext__()
+    assert first.global_step == 0
+    await anyio.to_thread.run_sync(collator.entered.wait)
+    async with anyio.create_task_group() as group:
+        group.start_soon(stream.aclose)
+        await anyio.wait_all_tasks_blocked()  # every queued build has been given up
+        collator.gate.set()
+    assert collator.started == [0, 1]  # steps 2..16 were claimed, never built
+    assert [b.released for b in collator.built] == [False, True]  # step 1 built, then released
+    assert loader.statistics().reads_in_flight == 0

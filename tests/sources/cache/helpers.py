@@ -1,0 +1,122 @@
+"""Shards for the cache tests, a TarShards that logs its reads, and per-epoch counting."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import numpy as np
+import obstore
+
+from aioloader.core import BlockShuffledSampler, ShuffledSampler, plan_batch
+from aioloader.sources._tar import TarShards
+
+SHARDS, PER_SHARD, BATCH, SEED = 24, 32, 16, 7
+N = SHARDS * PER_SHARD
+
+
+def shard_blobs(shards: int = SHARDS, per_shard: int = PER_SHARD) -> list[bytes]:
+    """Tar shards of one 4-12 KB ``.bin`` member per sample (ustar: 512-byte headers)."""
+    rng = np.random.default_rng(5)
+    blobs = []
+    for s in range(shards):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+            for i in range(per_shard):
+                data = rng.integers(0, 256, int(rng.integers(4000, 12000)), np.uint8).tobytes()
+                info = tarfile.TarInfo(f"s{s:02d}/x{i:03d}.bin")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        blobs.append(buffer.getvalue())
+    return blobs
+
+
+def upload(store: Any, prefix: str, blobs: list[bytes]) -> list[str]:
+    keys = []
+    for s, blob in enumerate(blobs):
+        keys.append(f"{prefix}shard-{s:02d}.tar")
+        obstore.put(store, keys[-1], blob)
+    return keys
+
+
+def want_of(blobs: list[bytes]) -> list[bytes]:
+    """Every sample's bytes, in dataset order."""
+    out = []
+    for blob in blobs:
+        with tarfile.open(fileobj=io.BytesIO(blob)) as archive:
+            for member in archive.getmembers():
+                handle = archive.extractfile(member)
+                assert handle is not None
+                out.append(handle.read())
+    return out
+
+
+def samplers() -> dict[str, Any]:
+    return {
+        "global": ShuffledSampler(N, BATCH),
+        "block": BlockShuffledSampler([PER_SHARD] * SHARDS, BATCH, window=4),
+    }
+
+
+class LoggedShards(TarShards[Any]):
+    """``TarShards`` that logs every range it reads: the store's request log."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.log: list[tuple[str, int, int]] = []
+        super().__init__(*args, **kwargs)
+
+    async def read_range(self, key: str, start: int, end: int) -> bytes:
+        self.log.append((key, start, end))
+        return await super().read_range(key, start, end)
+
+
+@dataclass
+class Epochs:
+    """What the reads of each epoch fetched, and whether a sample was fetched twice unused."""
+
+    requests: list[int]
+    fetched: list[int]
+    fetched_twice_unused: int
+    batches: list[list[bytes]]
+
+
+def run_epochs(source: LoggedShards, sampler: Any, epochs: int, start: int = 0) -> Epochs:
+    """Read ``epochs`` epochs batch by batch in plan order (plans the cache, as a loader does).
+
+    A sample counts as fetched twice unused when two reads carry it with no batch using
+    it in between.
+    """
+    if source.cache is not None:
+        source.plan_reads(sampler, SEED, start)
+    steps = sampler.steps_per_epoch
+    events: dict[int, list[str]] = {}
+    requests, fetched, batches = [], [], []
+
+    async def epoch(first: int) -> None:
+        for g in range(first, first + steps):
+            indices = plan_batch(sampler, SEED, g).indices.tolist()
+            seen = len(source.log)
+            got = await source.get_samples(indices)
+            batches.append([sample["bin"] for sample in got])
+            for key, begin, end in source.log[seen:]:
+                for unit in source.indices_within(key, begin, end):
+                    events.setdefault(unit, []).append("fetch")
+            for unit in set(indices):
+                events.setdefault(unit, []).append("use")
+
+    for e in range(epochs):
+        before = len(source.log)
+        anyio.run(epoch, start + e * steps)
+        requests.append(len(source.log) - before)
+        fetched.append(sum(end - begin for _, begin, end in source.log[before:]))
+    twice = sum(1 for ev in events.values() for a, b in itertools.pairwise(ev) if a == b == "fetch")
+    return Epochs(requests, fetched, twice, batches)
+
+
+def expected_batches(want: Sequence[bytes], sampler: Any, steps: range) -> list[list[bytes]]:
+    return [[want[i] for i in plan_batch(sampler, SEED, g).indices.tolist()] for g in steps]
