@@ -455,13 +455,7 @@ def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> li
             ],
         ),
     ]
-    for module, build in optional:
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W1: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+    found += harness.installed_rows("W1", optional, log)
     found += [HandWritten(cfg, samples), CopyFloor(cfg, samples), BandwidthFloor(cfg, samples)]
     return found
 

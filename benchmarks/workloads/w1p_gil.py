@@ -307,16 +307,11 @@ def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> l
         EpochsAioloader(cfg, samples, persistent=True),
         EpochsAioloader(cfg, samples, persistent=False),
     ]
-    for module, build in (
+    optional: list[tuple[str, Callable[[], list[Any]]]] = [
         ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 2)]),
         ("grain", lambda: [Grain(StepBuilder(cfg, samples), processes=2, prefetch=2)]),
-    ):
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W1P: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+    ]
+    found += harness.installed_rows("W1P", optional, log)
     return found
 
 

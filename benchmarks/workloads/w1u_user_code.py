@@ -236,13 +236,7 @@ def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> li
         ("spdl", lambda: [spdl.Spdl(StepFunction(cfg, images), 1)]),
         ("grain", lambda: [grain.Grain(StepFunction(cfg, images), threads=0, prefetch=0)]),
     ]
-    for module, build in optional:
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W1u: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+    found += harness.installed_rows("W1u", optional, log)
     return found
 
 

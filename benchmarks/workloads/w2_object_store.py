@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import harness
 from harness import Case
 
 
@@ -28,18 +29,7 @@ class W2Config:
 
 def available(log: Callable[[str], None]) -> bool:
     """Whether the object-store benchmark can run here (weed binary, aiohttp, obstore)."""
-    try:
-        import aiohttp  # noqa: F401
-        import obstore  # noqa: F401
-        from micro import bench_object_store  # noqa: F401
-
-        from tests._support.s3 import find_weed
-
-        find_weed()
-    except Exception as error:  # any missing piece: W2 is left out, and said so
-        log(f"  W2 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W2", ("aiohttp", "obstore", "micro.bench_object_store"), log, weed=True)
 
 
 def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:

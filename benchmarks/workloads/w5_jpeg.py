@@ -330,13 +330,7 @@ def systems(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], 
         ("spdl", lambda: [Spdl(cfg, items, 2)]),
         ("grain", lambda: [Grain(cfg, items, p) for p in spawn]),
     ]
-    for module, build in optional:
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W5: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+    found += harness.installed_rows("W5", optional, log)
     return found
 
 

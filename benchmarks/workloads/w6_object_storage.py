@@ -44,11 +44,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import harness
 from harness import Case
 from systems import aioloader as aioloader_system
 from systems.s3spec import peer_env
@@ -85,17 +85,7 @@ class Row:
 
 def available(log: Callable[[str], None]) -> bool:
     """Whether W6 can run at all here (the weed binary, Pillow, obstore)."""
-    try:
-        import obstore  # noqa: F401
-        import PIL  # noqa: F401
-
-        from tests._support.s3 import find_weed
-
-        find_weed()
-    except Exception as error:  # any missing piece: W6 is left out, and said so
-        log(f"  W6 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W6", ("obstore", "PIL"), log, weed=True)
 
 
 def missing(modules: tuple[str, ...]) -> list[str]:
@@ -394,39 +384,18 @@ def run_child(
     spec: dict[str, Any], relay: Relay | None, weed_pid: int
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Run one row in a fresh process; returns its result and the counters around its epoch."""
-    child = subprocess.Popen(
-        [sys.executable, str(HERE / "w6_systems.py"), json.dumps(spec)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **peer_env(spec)},
-    )
-    watchdog = threading.Timer(CHILD_TIMEOUT, child.kill)
-    watchdog.start()
     marks: dict[str, dict[str, float]] = {}
-    result: dict[str, Any] | None = None
-    try:
-        assert child.stdout is not None
-        assert child.stdin is not None
-        for line in child.stdout:
-            if line.startswith("MARK "):
-                counters: dict[str, float] = {"cpu": cpu_seconds(weed_pid)}
-                if relay is not None:
-                    counters.update(relay.counters())
-                marks[line.split()[1]] = counters
-                child.stdin.write("ok\n")
-                child.stdin.flush()
-            elif line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-        child.wait(60)
-    finally:
-        watchdog.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+
+    def on_mark(name: str) -> None:
+        counters: dict[str, float] = {"cpu": cpu_seconds(weed_pid)}
+        if relay is not None:
+            counters.update(relay.counters())
+        marks[name] = counters
+
+    command = [sys.executable, str(HERE / "w6_systems.py"), json.dumps(spec)]
+    result, _, code = harness.run_child(command, peer_env(spec), ROOT, CHILD_TIMEOUT, on_mark)
     if result is None or set(marks) != {"start", "epoch"}:
-        raise RuntimeError(f"the {spec['system']} child ended with code {child.returncode}")
+        raise RuntimeError(f"the {spec['system']} child ended with code {code}")
     start, end = marks["start"], marks["epoch"]
     return result, {k: end[k] - start[k] for k in end}
 

@@ -45,6 +45,7 @@ for _path in (HERE.parent, HERE.parents[1]):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+import harness  # noqa: E402
 import numpy as np  # noqa: E402
 from systems import aioloader as aioloader_system  # noqa: E402
 from systems import litdata, mosaic, webdataset  # noqa: E402
@@ -56,18 +57,6 @@ PROBE = 17  # the sample whose tensor every system must produce bit for bit
 
 def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def _protocol(line: str) -> None:
-    stdout = sys.__stdout__
-    assert stdout is not None
-    stdout.write(line + "\n")
-    stdout.flush()
-
-
-def _mark(name: str) -> None:
-    _protocol(f"MARK {name}")
-    sys.stdin.readline()
 
 
 class Epoch:
@@ -120,7 +109,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     steps = spec["images"] // spec["batch"]
     resume_step = steps * 3 // 4
     result: dict[str, Any] = {}
-    _mark("start")
+    harness.child_mark("start")
     started = time.perf_counter()
     epoch = Epoch(started)
     state: Any = None
@@ -152,7 +141,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     result["disk_bytes"] = w6_data.folder_bytes(scratch / "cache")
     if spec.get("index_dir"):
         result["disk_bytes"] += w6_data.folder_bytes(Path(spec["index_dir"]))
-    _mark("epoch")
+    harness.child_mark("epoch")
     shutil.rmtree(scratch / "cache", ignore_errors=True)
     result.update(
         seconds=seconds,
@@ -204,7 +193,7 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     with contextlib.redirect_stdout(sys.stderr):  # only the protocol lines go to stdout
         result = run(spec)
-    _protocol("RESULT " + json.dumps(result))
+    harness.child_say("RESULT " + json.dumps(result))
     os._exit(0)  # worker processes and portal threads of the peers end with us
 
 

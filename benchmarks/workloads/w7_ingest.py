@@ -113,15 +113,7 @@ class W7Config:
 def available(log: Callable[[str], None]) -> bool:
     """Whether W7 can run here: img2dataset, webdataset, aiohttp and Pillow."""
     os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no version check over the network
-    try:
-        import aiohttp  # noqa: F401
-        import img2dataset  # noqa: F401
-        import PIL  # noqa: F401
-        import webdataset  # noqa: F401
-    except Exception as error:  # a missing peer: W7 is left out, and said so
-        log(f"  W7 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W7", ("aiohttp", "img2dataset", "PIL", "webdataset"), log)
 
 
 # -- the child processes ------------------------------------------------------------------

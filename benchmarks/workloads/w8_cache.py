@@ -50,10 +50,8 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -66,6 +64,7 @@ for _path in (HERE.parent, ROOT):  # harness, systems, workloads; tests._support
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+import harness  # noqa: E402
 from systems import aioloader as aioloader_system  # noqa: E402
 
 from workloads import w6_data  # noqa: E402
@@ -340,18 +339,7 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
 # -- the parent -------------------------------------------------------------------------------
 def available(log: Callable[[str], None]) -> bool:
     """Whether W8 can run here (weed, Pillow, obstore, webdataset to write the tars)."""
-    try:
-        import obstore  # noqa: F401
-        import PIL  # noqa: F401
-        import webdataset  # noqa: F401
-
-        from tests._support.s3 import find_weed
-
-        find_weed()
-    except Exception as error:  # any missing piece: W8 is left out, and said so
-        log(f"  W8 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W8", ("obstore", "PIL", "webdataset"), log, weed=True)
 
 
 def prepare(cfg: W8Config, log: Callable[[str], None]) -> dict[str, Path]:
@@ -411,48 +399,18 @@ def run_child(
     """One row in a fresh process: its result and the relay's counters at every mark."""
     from systems.s3spec import peer_env
 
-    child = subprocess.Popen(
-        [sys.executable, str(HERE / "w8_cache.py"), json.dumps(spec)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **peer_env(spec)},
-    )
-    timed_out = threading.Event()
-
-    def kill() -> None:
-        timed_out.set()
-        child.kill()
-
-    watchdog = threading.Timer(timeout, kill)
-    watchdog.start()
     marks: list[dict[str, float]] = []
-    result: dict[str, Any] | None = None
-    try:
-        assert child.stdout is not None
-        assert child.stdin is not None
-        for line in child.stdout:
-            if line.startswith("MARK"):
-                marks.append({**relay.counters(), "time": time.perf_counter()})
-                child.stdin.write("ok\n")
-                child.stdin.flush()
-            elif line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-        child.wait(60)
-    finally:
-        watchdog.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        for pipe in (child.stdin, child.stdout):
-            if pipe is not None:
-                pipe.close()
+
+    def on_mark(_: str) -> None:
+        marks.append({**relay.counters(), "time": time.perf_counter()})
+
+    command = [sys.executable, str(HERE / "w8_cache.py"), json.dumps(spec)]
+    result, timed_out, code = harness.run_child(command, peer_env(spec), ROOT, timeout, on_mark)
     if result is None:
-        if timed_out.is_set() and marks:
+        if timed_out and marks:
             marks.append({**relay.counters(), "time": time.perf_counter()})
             return {"timed_out": True}, marks
-        raise RuntimeError(f"the {spec['system']} child ended with code {child.returncode}")
+        raise RuntimeError(f"the {spec['system']} child ended with code {code}")
     return result, marks
 
 
@@ -619,14 +577,6 @@ def targets(cases: list[Any]) -> list[dict[str, Any]]:
 
 
 # -- the child --------------------------------------------------------------------------------
-def _mark() -> None:
-    stdout = sys.__stdout__
-    assert stdout is not None
-    stdout.write("MARK\n")
-    stdout.flush()
-    sys.stdin.readline()
-
-
 class Epochs:
     """Batches into epochs: (id, tensor CRC) of every sample, a mark at each boundary."""
 
@@ -642,7 +592,7 @@ class Epochs:
             tensor = np.ascontiguousarray(np.asarray(images[position]))
             self.epochs[-1].append([int(ident), zlib.crc32(tensor.tobytes())])
         if len(self.epochs[-1]) >= self.images:
-            _mark()
+            harness.child_mark()
             self.epochs.append([])
 
 
@@ -672,7 +622,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     steps = spec["images"] // spec["batch"]
     epochs = Epochs(spec["images"])
     result: dict[str, Any] = {}
-    _mark()
+    harness.child_mark()
     system = spec["system"]
     if system == "webdataset":
         for batch in _webdataset_epochs(spec):
@@ -704,10 +654,7 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     with contextlib.redirect_stdout(sys.stderr):  # only the protocol lines go to stdout
         result = run(spec)
-    stdout = sys.__stdout__
-    assert stdout is not None
-    stdout.write("RESULT " + json.dumps(result) + "\n")
-    stdout.flush()
+    harness.child_say("RESULT " + json.dumps(result))
     os._exit(0)  # worker processes of the peers end with us
 
 
