@@ -118,6 +118,28 @@ class Case:
         }
 
 
+def port_case(
+    workload: str,
+    port: Port,
+    metric: str,
+    warm: int,
+    count: int,
+    baseline: bool = False,
+    facts: dict[str, Any] | None = None,
+) -> Case:
+    """The case of ``port``: ``port.measure(warm, count)`` each round, named as the port."""
+    return Case(
+        workload=workload,
+        system=port.name,
+        metric=metric,
+        measure=lambda: port.measure(warm, count),
+        baseline=baseline,
+        group=port.group,
+        note=port.note,
+        facts=dict(facts or {}),
+    )
+
+
 def run_interleaved(
     cases: Sequence[Case], rounds: int, log: Callable[[str], None] = print
 ) -> float:

@@ -465,24 +465,12 @@ def cases(cfg: W1Config, log: Callable[[str], None]) -> list[Case]:
     samples = make_samples(cfg)
     found = systems(cfg, samples, log)
     verify(found, cfg, log)
-    out = []
-    for system in found:
-        out.append(
-            Case(
-                workload="W1",
-                system=system.name,
-                metric="batches/s",
-                measure=_measure(system, cfg),
-                baseline=isinstance(system, HandWritten),
-                group=system.group,
-                note=system.note,
-            )
+    return [
+        harness.port_case(
+            "W1", system, "batches/s", cfg.warm, cfg.count, isinstance(system, HandWritten)
         )
-    return out
-
-
-def _measure(system: System, cfg: W1Config) -> Callable[[], float]:
-    return lambda: system.measure(cfg.warm, cfg.count)
+        for system in found
+    ]
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------

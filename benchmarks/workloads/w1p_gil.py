@@ -340,17 +340,9 @@ def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
         if sys.platform == "linux":
             own, below = system.cpu_per_batch(8, 80)
             facts["CPU ms/batch: main process + workers"] = f"{own:.2f} + {below:.2f}"
+        baseline = system.name == "aioloader threads workers=0"
         out.append(
-            Case(
-                workload="W1P",
-                system=system.name,
-                metric="batches/s",
-                measure=_measure(system, cfg),
-                baseline=system.name == "aioloader threads workers=0",
-                group=system.group,
-                note=system.note,
-                facts=facts,
-            )
+            harness.port_case("W1P", system, "batches/s", cfg.warm, cfg.count, baseline, facts)
         )
     return out
 
@@ -383,10 +375,6 @@ def targets(cases: list[Case]) -> list[dict[str, Any]]:
             3.0,
         ),
     ]
-
-
-def _measure(system: System, cfg: W1PConfig) -> Callable[[], float]:
-    return lambda: system.measure(cfg.warm, cfg.count)
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------

@@ -260,21 +260,11 @@ def cases(cfg: W1uConfig, log: Callable[[str], None]) -> list[Case]:
     found = systems(cfg, images, log)
     verify(found, cfg, log)
     return [
-        Case(
-            workload="W1U",
-            system=system.name,
-            metric="batches/s",
-            measure=_measure(system, cfg),
-            baseline=isinstance(system, PlainLoop),
-            group=system.group,
-            note=system.note,
+        harness.port_case(
+            "W1U", system, "batches/s", cfg.warm, cfg.count, isinstance(system, PlainLoop)
         )
         for system in found
     ]
-
-
-def _measure(system: System, cfg: W1uConfig) -> Callable[[], float]:
-    return lambda: system.measure(cfg.warm, cfg.count)
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------

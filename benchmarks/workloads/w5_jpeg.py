@@ -347,15 +347,8 @@ def cases(cfg: W5Config, log: Callable[[str], None]) -> list[Case]:
     verify(found, cfg, log)
     facts = {"mean JPEG size (KB)": round(sum(sizes) / len(sizes) / 1e3, 1)}
     return [
-        Case(
-            workload="W5",
-            system=system.name,
-            metric="images/s",
-            measure=functools.partial(system.measure, cfg.warm, cfg.count),
-            baseline=isinstance(system, PlainLoop),
-            group=system.group,
-            note=system.note,
-            facts=dict(facts),
+        harness.port_case(
+            "W5", system, "images/s", cfg.warm, cfg.count, isinstance(system, PlainLoop), facts
         )
         for system in found
     ]
