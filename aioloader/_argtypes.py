@@ -15,20 +15,25 @@ def non_negative(text: str) -> int:
     >>> non_negative("3")
     3
     """
+    return _integer_at_least(text, 0)
+
+
+def positive(text: str) -> int:
+    """An integer >= 1: every value below 1 gets the same message, ``must be >= 1``.
+
+    >>> positive("1")
+    1
+    """
+    return _integer_at_least(text, 1)
+
+
+def _integer_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer but got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 but got {value}")
-    return value
-
-
-def positive(text: str) -> int:
-    """An integer >= 1."""
-    value = non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 but got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum} but got {value}")
     return value
 
 

@@ -9,6 +9,8 @@ names the argument, the rule and the value seen. Everything else derives from on
      +-- CollateError          (also RuntimeError) samples that cannot be stacked (the
      |                         messages of torch's default_collate, for familiarity)
      +-- WorkerDiedError       (also RuntimeError) a build worker process ended mid-step
+     +-- ResumeMismatchError   (also ValueError) a resume whose input or settings changed
+     +-- WriterConflictError   (also RuntimeError) two writers on one shard destination
      +-- SourceError           (also OSError) a data source could not deliver a sample
           +-- ObjectNotFoundError   a key or path that does not exist
           +-- MalformedShardError   a tar shard that is truncated or malformed
@@ -63,3 +65,11 @@ class WorkerDiedError(AioloaderError, RuntimeError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.worker, self.exitcode), self.__dict__)
+
+
+class ResumeMismatchError(AioloaderError, ValueError):
+    """A resume was refused: the input or a setting differs from what the manifest recorded."""
+
+
+class WriterConflictError(AioloaderError, RuntimeError):
+    """Another writer holds the destination's lease, or changed its manifest under this one."""

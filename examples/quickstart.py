@@ -17,9 +17,10 @@ async def main() -> None:
         workers=2,
         prefetch=8,
     )
-    async for batch in loader:  # one epoch from the loader's cursor
-        with batch:  # the batch's buffers go back to the pool at the end of the block
-            print(batch.global_step, batch.images.shape, batch.widths[:4].tolist())
+    async with loader.epoch() as batches:  # one epoch from the cursor; its tasks end here
+        async for batch in batches:
+            with batch:  # the batch's buffers go back to the pool at the end of the block
+                print(batch.global_step, batch.images.shape, batch.widths[:4].tolist())
     print("checkpoint:", loader.state_dict())
     print(loader.statistics())
 

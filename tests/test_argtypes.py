@@ -28,3 +28,10 @@ def test_positive_floats_are_finite_and_above_zero() -> None:
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             positive_float(text)
+
+
+@pytest.mark.parametrize("text", ["-5", "-1", "0"])
+def test_positive_says_the_same_rule_for_every_value_below_one(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        positive(text)
+    assert str(caught.value) == f"must be >= 1 but got {int(text)}"

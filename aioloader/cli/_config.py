@@ -81,7 +81,23 @@ def _python_factory(file: Path) -> LoaderFactory:
         raise ValueError(  # noqa: TRY004 - a bad config is a bad value for the user
             f"config {str(file)!r} must define make_loader(*, workers, prefetch)"
         )
-    return factory  # type: ignore[no-any-return]
+
+    def make_loader(*, workers: int, prefetch: int) -> DataLoader[Any, Any]:
+        loader = factory(workers=workers, prefetch=prefetch)
+        if not isinstance(loader, DataLoader):
+            raise ValueError(  # noqa: TRY004 - a bad config is a bad value for the user
+                f"config {str(file)!r}: make_loader(workers={workers}, prefetch={prefetch}) "
+                f"must return an aioloader DataLoader but returned "
+                f"{type(loader).__name__} {_short_repr(loader)}"
+            )
+        return loader
+
+    return make_loader
+
+
+def _short_repr(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _integer(data: dict[str, Any], key: str, where: str, minimum: int) -> int:

@@ -69,7 +69,7 @@ def check_plot_path(path: str) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise CommandError("--plot needs matplotlib (pip install 'aioloader[bench]')") from None
+        raise CommandError("--plot needs matplotlib (pip install 'aioloader[plot]')") from None
 
 
 def run(args: argparse.Namespace) -> list[str]:

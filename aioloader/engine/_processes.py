@@ -160,8 +160,9 @@ class ProcessBuilders:
         transform: ``transform(sample, rng)`` or ``None``; pickled once per worker.
         collator: ``collator(samples, plan)``; pickled once per worker.
         mp_context: ``"spawn"`` (default: a fresh interpreter that inherits no threads or
-            locks from the parent, the same on Linux and macOS, no helper process left
-            behind) or ``"forkserver"``.
+            locks from the parent, the same on Linux and macOS) or ``"forkserver"``. Both
+            start the standard library's resource tracker, one process per interpreter that
+            stays while the parent lives and exits with it; it holds none of the segments.
         reader: a sync dataset's ``get_sample`` (or ``__getitem__``): when it pickles, the
             workers read the samples themselves and ``build`` sends only the plan, as
             torch's workers do (``reads_in_workers``); an async dataset is read in the parent.

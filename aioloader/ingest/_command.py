@@ -4,13 +4,24 @@ OUTPUT is a local folder, or an object store URL (``s3://bucket/prefix``, ``gs:/
 ``az://...``, ``file:///...``, ``memory:///``) opened with obstore's ``from_url``; store
 settings (endpoint, region, credentials) come from the environment as obstore reads them,
 or from ``--store-option KEY=VALUE``. Running the same command again after it was
-interrupted (even by SIGKILL) resumes where the committed shards end.
+interrupted (even by SIGKILL) resumes where the committed shards end, if the input and the
+settings that decide the output are the same (else it stops with an error naming what
+changed; ``--allow-appended-input`` accepts an input that only grew at its end).
+
+Credentials: an ``s3://`` OUTPUT needs credentials given explicitly (``--store-option
+access_key_id=... secret_access_key=...`` or ``AWS_ACCESS_KEY_ID`` with
+``AWS_SECRET_ACCESS_KEY``, or a web identity / container credentials variable). Without
+them the command stops with one clear error instead of letting obstore fall back to the
+cloud instance metadata service; ``--instance-credentials`` asks for that fallback (on a
+cloud VM with an instance role).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Mapping
 from typing import Any, cast
 
 from .._argtypes import positive, positive_float
@@ -21,6 +32,13 @@ _STORE_SCHEMES = (
     *("s3://", "s3a://", "gs://", "az://", "abfs://", "abfss://"),
     *("file://", "memory://", "adl://", "azure://"),
 )
+_S3_CREDENTIAL_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+_S3_CREDENTIAL_OPTIONS = ("access_key_id", "aws_access_key_id", "skip_signature")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -113,19 +131,52 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="obstore setting for an object store OUTPUT (repeatable), e.g. endpoint=...",
     )
     parser.add_argument(
+        "--instance-credentials",
+        action="store_true",
+        help="let an s3:// OUTPUT without explicit credentials use the cloud instance "
+        "metadata service (default: refuse with an error)",
+    )
+    parser.add_argument(
+        "--allow-appended-input",
+        action="store_true",
+        help="resume even though INPUT grew past the end an earlier run reached",
+    )
+    parser.add_argument(
         "--backend", choices=("asyncio", "uvloop", "trio"), default="asyncio", help="event loop"
     )
     parser.add_argument("--quiet", action="store_true", help="no line per committed shard")
     return parser
 
 
-def open_output(output: str, options: list[str]) -> tuple[str, Any]:
+def check_s3_credentials(
+    output: str, settings: Mapping[str, Any], environ: Mapping[str, str]
+) -> None:
+    """Refuse an ``s3://`` OUTPUT that has no explicit credentials (see the module doc)."""
+    if not output.startswith(("s3://", "s3a://")):
+        return
+    if any(settings.get(name) for name in _S3_CREDENTIAL_OPTIONS):
+        return
+    if any(environ.get(name) for name in _S3_CREDENTIAL_VARIABLES):
+        return
+    raise ValueError(
+        f"OUTPUT {output} needs S3 credentials: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or pass --store-option access_key_id=... --store-option "
+        "secret_access_key=...; or pass --instance-credentials to use the cloud instance "
+        "metadata service"
+    )
+
+
+def open_output(
+    output: str, options: list[str], *, instance_credentials: bool = False
+) -> tuple[str, Any]:
     """(destination, store) for an OUTPUT argument: a folder, or a store URL."""
     if not output.startswith(_STORE_SCHEMES):
         if options:
             raise ValueError("--store-option needs an object store OUTPUT (s3://...)")
         return output, None
     from obstore.store import from_url
+
+    from ..sinks._store_errors import short_reason
 
     settings: dict[str, Any] = {}
     client: dict[str, Any] = {}
@@ -139,7 +190,12 @@ def open_output(output: str, options: list[str]) -> tuple[str, Any]:
             settings[key] = value
     if str(settings.get("endpoint", "")).startswith("http://"):
         client.setdefault("allow_http", "true")
-    store = from_url(output, client_options=cast(Any, client or None), **settings)
+    if not instance_credentials:
+        check_s3_credentials(output, settings, os.environ)
+    try:
+        store = from_url(output, client_options=cast(Any, client or None), **settings)
+    except Exception as exc:
+        raise ValueError(f"cannot open OUTPUT {output}: {short_reason(exc)}") from None
     return "", store
 
 
@@ -152,7 +208,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.retries < 0:
         raise ValueError(f"--retries must be >= 0 but got {args.retries}")
-    destination, store = open_output(args.output, args.store_option)
+    destination, store = open_output(
+        args.output, args.store_option, instance_credentials=args.instance_credentials
+    )
     image = None
     if args.resize is not None or args.format is not None:
         image = ImageOptions(
@@ -203,6 +261,7 @@ def run(args: argparse.Namespace) -> int:
                 stop=args.stop,
                 progress=True,
                 on_commit=committed,
+                allow_appended_input=args.allow_appended_input,
             )
 
     import anyio

@@ -8,6 +8,10 @@ concurrently and finish in any order, but the window hands results on in input o
 (holding at most ``reorder_window`` inputs and ``reorder_bytes`` bytes), so every shard
 covers a contiguous range of input positions and the manifest's end is an exact checkpoint.
 
+Same job: the manifest records the settings that decide the output and, per shard, a
+running hash of the inputs it covers (``aioloader.ingest._identity``); a resume with
+other settings or another input is refused, naming what changed.
+
 Exactly once: each input becomes one sample (key: its position, zero-padded) or one
 failure record, in the shard that covers its position. A run killed at any moment leaves a
 manifest of complete shards covering inputs ``[start, P)``; the same call again resumes at
@@ -17,6 +21,7 @@ input once: no duplicate, no gap.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -28,11 +33,12 @@ from typing import Any
 import anyio
 
 from .._progress import Progress
-from ..sinks._manifest import FailureRecord, ShardRecord
+from ..sinks._manifest import FailureRecord, InputEnd, ShardRecord
 from ..sinks._tar_writer import TarShardWriter
 from ..sources._http import HttpFetcher
 from ..sources._http_result import FetchResult
 from ._extras import require_ingest_packages
+from ._identity import check_committed_inputs, output_settings
 from ._images import ImageOptions, ProcessedImage, process_image
 from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
 from ._summary import IngestSummary
@@ -92,7 +98,16 @@ def _records(
             )
 
 
-async def _chunked(records: Iterator[InputRecord], stop: int | None) -> AsyncIterator[InputRecord]:
+@dataclass
+class _Reading:
+    """Whether the reader found the end of the input (not only ``stop``)."""
+
+    exhausted: bool = False
+
+
+async def _chunked(
+    records: Iterator[InputRecord], stop: int | None, reading: _Reading
+) -> AsyncIterator[InputRecord]:
     """The records, read ``_CHUNK`` at a time in a worker thread (file reads block)."""
 
     def take() -> list[InputRecord]:
@@ -110,6 +125,7 @@ async def _chunked(records: Iterator[InputRecord], stop: int | None) -> AsyncIte
                 return
             yield record
         if len(chunk) < _CHUNK:
+            reading.exhausted = True
             return
 
 
@@ -210,6 +226,7 @@ async def ingest(
     progress: bool = False,
     meta: Mapping[str, Any] | None = None,
     on_commit: Callable[[ShardRecord], None] | None = None,
+    allow_appended_input: bool = False,
 ) -> IngestSummary:
     """Fetch every input's URL and write the results to tar shards, resumable exactly.
 
@@ -237,12 +254,18 @@ async def ingest(
         start: First input position to ingest (a worker's share of a larger list).
         stop: One past the last position to ingest (None: to the end).
         key_width: Digits of the zero-padded position used as the sample key.
-        resume: Continue a shard set the output's manifest describes (written with the
-            same inputs and options; ``stop`` may differ, so a run can be extended);
-            False refuses an output that has a manifest.
+        resume: Continue a shard set the output's manifest describes. The input must
+            begin as the committed one did (checked shard by shard with a running hash
+            of positions, URLs and fields) and the settings that decide the output
+            (fields, image options, ``start``, ``key_width``, the fetcher's content types
+            and body limit) must be the same, else ``ResumeMismatchError`` says what
+            changed; ``stop`` may differ, so a run can be extended. False refuses an
+            output that has a manifest.
         progress: Draw a progress bar on standard error (when it is a terminal).
         meta: Extra facts to store in the manifest.
         on_commit: Called with each ``ShardRecord`` once the manifest lists it.
+        allow_appended_input: Resume even when an earlier run reached the end of its
+            input and this input goes on past it (it grew at its end).
 
     Returns:
         What the run did (``IngestSummary``).
@@ -254,15 +277,20 @@ async def ingest(
     window = reorder_window if reorder_window is not None else 4 * max_in_flight
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise ValueError(f"reorder_window must be an int >= 1 or None but got {window!r}")
-    options = {
-        "inputs": _describe_inputs(inputs),
-        "url_field": url_field,
-        "text_field": text_field,
-        "image": None if image is None else vars(image),
-        "start": start,
-        "key_width": key_width,
-        **dict(meta or {}),
-    }
+    if isinstance(inputs, (str, os.PathLike)) and not await anyio.Path(inputs).is_file():
+        raise FileNotFoundError(f"inputs must be a file of URLs but {str(inputs)!r} is not one")
+    own_fetcher = fetcher is None
+    active = fetcher or HttpFetcher(max_in_flight=max_in_flight, max_per_host=max_per_host)
+    settings = output_settings(
+        url_field=url_field,
+        text_field=text_field,
+        image=image,
+        start=start,
+        key_width=key_width,
+        content_types=getattr(active, "content_types", None),
+        max_body_bytes=getattr(active, "max_body_bytes", None),
+    )
+    options = {"inputs": _describe_inputs(inputs), **dict(meta or {})}
     writer = TarShardWriter(
         output,
         store=store,
@@ -271,9 +299,26 @@ async def ingest(
         name_pattern=name_pattern,
         resume=resume,
         meta=options,
+        settings=settings,
         start_position=start,
         on_commit=on_commit,
     )
+    try:
+        records = _records(inputs, url_field, start)
+        trail, following = await anyio.to_thread.run_sync(
+            lambda: check_committed_inputs(
+                records,
+                writer.manifest,
+                start=start,
+                allow_appended_input=allow_appended_input,
+                where=writer.destination.describe("manifest.json"),
+            )
+        )
+    except BaseException:
+        writer.abort()
+        if own_fetcher:
+            await active.aclose()
+        raise
     resumed_from = writer.next_position
     bytes_before = writer.manifest.total_bytes
     bar = None
@@ -286,30 +331,34 @@ async def ingest(
         if count is not None:
             end = count if stop is None else min(stop, count)
             bar = Progress(max(0, end - resumed_from), "inputs")
-    own_fetcher = fetcher is None
-    active = fetcher or HttpFetcher(max_in_flight=max_in_flight, max_per_host=max_per_host)
     worker = _Worker(active, image, text_field, key_width, threads or os.cpu_count() or 1)
     ok = failed = fetched = 0
     reasons: dict[str, int] = {}
-    records = _records(inputs, url_field, resumed_from)
+    reading = _Reading(exhausted=following is None)
+    if following is not None:
+        records = itertools.chain([following], records)
     reorder = ReorderWindow(
         worker, max_items=window, max_bytes=reorder_bytes, size_of=_Outcome.held_bytes
     )
     try:
-        async with writer, reorder.open(_chunked(records, stop)) as outcomes:
+        async with writer, reorder.open(_chunked(records, stop, reading)) as outcomes:
             async for outcome in outcomes:
+                digest = trail.add(outcome.record)
                 if outcome.failure is not None:
-                    writer.record_failure(outcome.failure)
+                    writer.record_failure(outcome.failure, input_digest=digest)
                     failed += 1
                     reasons[outcome.failure.reason] = reasons.get(outcome.failure.reason, 0) + 1
                 else:
                     assert outcome.fields is not None
                     key = worker.key(outcome.record.position)
-                    await writer.write(key, outcome.fields, position=outcome.record.position)
+                    position = outcome.record.position
+                    await writer.write(key, outcome.fields, position=position, input_digest=digest)
                     ok += 1
                 fetched += len(outcome.fetched.body or b"")
                 if bar is not None:
                     bar.advance(note=f"ok {ok:,} failed {failed:,}")
+            if reading.exhausted:
+                await writer.mark_input_end(InputEnd(writer.next_position, trail.digest))
     finally:
         if own_fetcher:
             await active.aclose()

@@ -1,5 +1,7 @@
 """Sinks: shard writers and their manifests, the mirror image of the sources."""
 
+from .._errors import ResumeMismatchError as ResumeMismatchError
+from .._errors import WriterConflictError as WriterConflictError
 from ._destination import Destination as Destination
 from ._destination import LocalDestination as LocalDestination
 from ._destination import StoreDestination as StoreDestination
@@ -19,9 +21,11 @@ __all__ = (
     "FailureRecord",
     "LocalDestination",
     "Manifest",
+    "ResumeMismatchError",
     "ShardRecord",
     "StoreDestination",
     "TarShardWriter",
+    "WriterConflictError",
     "WriterStatistics",
     "open_shards",
     "read_failures",

@@ -6,12 +6,21 @@ covers (``[first, end)``, each position either a sample in the shard or one of i
 records). Records cover consecutive ranges, so the manifest's ``end`` is the resume point
 of an ingestion: every input before it is committed exactly once, none after it is.
 
-The JSON layout (``version`` 1)::
+Resume checks (``version`` 2): ``settings`` holds every setting that decides the output
+(a resumed writer refuses other values, naming them); each shard record may carry
+``input_digest``, the running hash of the inputs ``[start, end)`` (see
+``aioloader.ingest``), so a resume can tell whether its input still begins as the
+committed one did; ``input_end`` says the run reached the end of its input there (a
+longer input then resumes only when the user allows appended inputs).
 
-    {"format": "aioloader-shards", "version": 1, "meta": {...},
+The JSON layout (``version`` 2; version 1 had no ``settings``, ``input_end`` or
+``input_digest``: it is still read, but not resumed)::
+
+    {"format": "aioloader-shards", "version": 2, "meta": {...}, "settings": {...},
+     "input_end": {"end": 1000, "input_digest": "..."} or null,
      "shards": [
        {"name": "shard-000000.tar", "samples": 998, "failed": 2, "bytes": 10485760,
-        "sha256": "...", "first": 0, "end": 1000},
+        "sha256": "...", "first": 0, "end": 1000, "input_digest": "..."},
        ...]}
 
 Beside each shard lie ``{name}.index.json`` (its ``ShardIndex``, so readers need not scan
@@ -23,13 +32,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ("FORMAT", "FailureRecord", "Manifest", "ShardRecord")
+__all__ = ("FORMAT", "VERSION", "FailureRecord", "InputEnd", "Manifest", "ShardRecord")
 
 FORMAT = "aioloader-shards"
-VERSION = 1
+VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class ShardRecord:
         end: One past the last input position covered, or None.
         failed: Inputs in ``[first, end)`` that produced no sample; their records are in
             the sidecar ``{name}.failures.jsonl``.
+        input_digest: The running hash of the inputs up to ``end`` (None: not tracked).
     """
 
     name: str
@@ -96,6 +107,7 @@ class ShardRecord:
     first: int | None = None
     end: int | None = None
     failed: int = 0
+    input_digest: str | None = None
 
     @property
     def index_name(self) -> str:
@@ -109,7 +121,7 @@ class ShardRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "samples": self.samples,
             "failed": self.failed,
@@ -118,6 +130,9 @@ class ShardRecord:
             "first": self.first,
             "end": self.end,
         }
+        if self.input_digest is not None:
+            out["input_digest"] = self.input_digest
+        return out
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> ShardRecord:
@@ -131,15 +146,44 @@ class ShardRecord:
             first=None if first is None else int(first),
             end=None if end is None else int(end),
             failed=int(data.get("failed", 0)),
+            input_digest=None if data.get("input_digest") is None else str(data["input_digest"]),
         )
 
 
 @dataclass(frozen=True)
+class InputEnd:
+    """Where a run found the end of its input: the position and the running hash there."""
+
+    end: int
+    input_digest: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"end": self.end, "input_digest": self.input_digest}
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> InputEnd:
+        """Inverse of ``to_dict``."""
+        return InputEnd(int(data["end"]), str(data["input_digest"]))
+
+
+@dataclass(frozen=True)
 class Manifest:
-    """The committed shards of a destination, in commit order, and the run's metadata."""
+    """The committed shards of a destination, in commit order, and the run's facts.
+
+    Attributes:
+        shards: The committed shards, in order.
+        meta: Facts for people (the input's name, ...); not compared on resume.
+        settings: The settings that decide the output; a resume must match them.
+        input_end: Set when a run reached the end of its input (None: not reached).
+        version: The format version the manifest was read in (``VERSION`` when new).
+    """
 
     shards: tuple[ShardRecord, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    input_end: InputEnd | None = None
+    version: int = VERSION
 
     @property
     def end(self) -> int:
@@ -168,12 +212,24 @@ class Manifest:
         return tuple(record.name for record in self.shards)
 
     def with_shard(self, record: ShardRecord) -> Manifest:
-        """This manifest with ``record`` appended."""
-        return Manifest((*self.shards, record), self.meta)
+        """This manifest with ``record`` appended (and no ``input_end``: it moved on)."""
+        return replace(self, shards=(*self.shards, record), input_end=None)
+
+    def with_input_end(self, input_end: InputEnd | None) -> Manifest:
+        """This manifest with ``input_end`` set."""
+        return replace(self, input_end=input_end)
 
     def to_json(self) -> str:
-        """JSON text (one line per shard record, for people who read it)."""
-        head = json.dumps({"format": FORMAT, "version": VERSION, "meta": dict(self.meta)})
+        """JSON text in the current ``VERSION`` (one line per shard record, for people)."""
+        head = json.dumps(
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "meta": dict(self.meta),
+                "settings": dict(self.settings),
+                "input_end": None if self.input_end is None else self.input_end.to_dict(),
+            }
+        )
         records = ",\n".join(json.dumps(r.to_dict(), separators=(",", ":")) for r in self.shards)
         return head[:-1] + ', "shards": [\n' + records + "\n]}\n"
 
@@ -186,12 +242,16 @@ class Manifest:
             raise ValueError(f"the manifest is not valid JSON: {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"the manifest's format must be {FORMAT!r} but got {data!r:.80}")
-        if data.get("version") != VERSION:
+        version = data.get("version")
+        if version not in _READABLE_VERSIONS:
             raise ValueError(
-                f"the manifest's version must be {VERSION} but got {data.get('version')!r}"
+                f"the manifest's version must be one of {_READABLE_VERSIONS} but got {version!r}"
             )
         try:
             shards = tuple(ShardRecord.from_dict(r) for r in data["shards"])
+            end = data.get("input_end")
+            input_end = None if end is None else InputEnd.from_dict(end)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"the manifest has a malformed shard record: {exc!r}") from None
-        return Manifest(shards, dict(data.get("meta") or {}))
+            raise ValueError(f"the manifest has a malformed record: {exc!r}") from None
+        meta, settings = dict(data.get("meta") or {}), dict(data.get("settings") or {})
+        return Manifest(shards, meta, settings, input_end, int(version))

@@ -7,9 +7,14 @@
     # out/shard-000000.tar, out/shard-000000.tar.index.json, out/manifest.json
 
 Commit order: the shard (spooled, then renamed or uploaded whole), its index, its failure
-records, and last the manifest (replaced atomically). A writer killed at any moment leaves
-a manifest that lists only complete shards; what it left half-done is ignored on restart,
-and overwritten (shards are named by their number, which restarts at the manifest's count).
+records, and last the manifest (replaced atomically, and conditionally: only if it is still
+the version this writer last wrote or read). One writer at a time: a writer takes the
+destination's lease (``WriterLease``) when it opens and gives it up when it closes, so a
+second writer on the same destination fails at once, naming the first.
+
+A writer killed at any moment leaves a manifest that lists only complete shards; what it
+left half-done is ignored on restart, and overwritten (shards are named by their number,
+which restarts at the manifest's count).
 
 Input positions: ``write`` and ``record_failure`` may carry the input position of what
 they record. Positions must come in order without gaps, starting at ``next_position`` (0,
@@ -30,10 +35,12 @@ from typing import IO, Any
 
 import anyio
 
+from .._errors import ResumeMismatchError, WriterConflictError
 from ..core._check import positive
 from ..sources._tar_index import ShardIndex, TarSampleEntry
-from ._destination import Destination, make_destination
-from ._manifest import FailureRecord, Manifest, ShardRecord
+from ._destination import Destination, VersionConflictError, make_destination
+from ._lease import LEASE_NAME, WriterLease
+from ._manifest import VERSION, FailureRecord, InputEnd, Manifest, ShardRecord
 from ._tar_format import END_OF_ARCHIVE, check_field, check_key, member_header, padding
 
 __all__ = ("MANIFEST_NAME", "TarShardWriter", "WriterStatistics")
@@ -94,14 +101,19 @@ class TarShardWriter:
         name_pattern: ``str.format`` pattern of shard names, given the shard number.
         resume: Continue the shard set the destination's manifest describes (when it has
             one). Without it, a destination that has a manifest is refused.
-        meta: JSON-serialisable facts stored in the manifest (the input, the options); a
-            resumed writer refuses a manifest whose facts differ.
+        meta: JSON-serialisable facts for people stored in the manifest (the input's
+            name); not compared on resume (a resume keeps the first run's).
+        settings: JSON-serialisable settings that decide the output; a resumed writer
+            refuses a manifest whose settings differ (``ResumeMismatchError`` naming each
+            changed setting, old and new value).
         part_size: Part size of multipart uploads (object stores; shards larger than this
             are uploaded in parts).
         upload_concurrency: Parts uploaded at once.
         start_position: The first input position of an empty shard set (a worker that
             ingests inputs ``[start, stop)`` of a larger list starts at ``start``).
         on_commit: Called with each ``ShardRecord`` once the manifest lists it.
+        lease_ttl: Seconds the writer lease lasts unless renewed (renewed on commits
+            and writes after a third of it has passed).
     """
 
     def __init__(
@@ -118,6 +130,8 @@ class TarShardWriter:
         upload_concurrency: int = 8,
         start_position: int = 0,
         on_commit: Callable[[ShardRecord], None] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        lease_ttl: float = 600.0,
     ) -> None:
         if on_commit is not None and not callable(on_commit):
             raise TypeError(f"on_commit must be callable or None but got {on_commit!r}")
@@ -137,7 +151,7 @@ class TarShardWriter:
                 f"name_pattern must format one shard number, like 'shard-{{:06d}}.tar', but "
                 f"{name_pattern!r} fails: {exc}"
             ) from None
-        if first_name in (second_name, MANIFEST_NAME) or "/" in first_name:
+        if first_name in (second_name, MANIFEST_NAME, LEASE_NAME) or "/" in first_name:
             raise ValueError(
                 "name_pattern must give each shard number its own plain name (no '/') but "
                 f"{name_pattern!r} gives {first_name!r} for shard 0"
@@ -146,19 +160,29 @@ class TarShardWriter:
         options = {"part_size": part_size, "upload_concurrency": upload_concurrency}
         self.destination = make_destination(destination, store, **options)
         self.meta = dict(meta or {})
-        json.dumps(self.meta)  # fails early on what the manifest could not hold
-        self._manifest = self._load_manifest(bool(resume))
+        self.settings = dict(settings or {})
+        json.dumps([self.meta, self.settings])  # fails early on what a manifest cannot hold
+        self._load_manifest(bool(resume))  # refuse early, before touching the destination
+        self._lease = WriterLease(self.destination, lease_ttl)
+        self._lease.acquire()
+        try:  # read again under the lease: another writer may have committed meanwhile
+            self._manifest, self._manifest_version = self._load_manifest(bool(resume))
+            self.destination.clean_partials()
+        except BaseException:
+            self._lease.release()
+            raise
         shards = self._manifest.shards
         self._next_position = self._manifest.end if shards else start_position
         self._tracked: bool | None = None if not shards else shards[-1].first is not None
         self._pending: _Pending | None = None
+        self._digest: str | None = None
         self._closed = False
-        self.destination.clean_partials()
 
-    def _load_manifest(self, resume: bool) -> Manifest:
-        text = self.destination.read(MANIFEST_NAME)
-        if text is None:
-            return Manifest((), self.meta)
+    def _load_manifest(self, resume: bool) -> tuple[Manifest, str | None]:
+        found = self.destination.read_versioned(MANIFEST_NAME)
+        if found is None:
+            return Manifest((), self.meta, self.settings), None
+        text, version = found
         where = self.destination.describe(MANIFEST_NAME)
         if not resume:
             raise FileExistsError(
@@ -169,12 +193,22 @@ class TarShardWriter:
             manifest = Manifest.from_json(text)
         except ValueError as exc:
             raise ValueError(f"cannot resume from {where}: {exc}") from None
-        if self.meta and dict(manifest.meta) != self.meta:
-            raise ValueError(
-                f"cannot resume from {where}: it was written with meta {dict(manifest.meta)!r} "
-                f"but this writer has {self.meta!r} (a different input or different options)"
+        if manifest.version != VERSION:
+            raise ResumeMismatchError(
+                f"cannot resume from {where}: it is a version {manifest.version} manifest, "
+                f"written before manifests recorded their settings and a fingerprint of "
+                f"their input (version {VERSION}), so this run cannot check that it continues "
+                "the same job; its shards stay readable: finish it with the aioloader "
+                "version that wrote it, or write to a new output"
             )
-        return manifest
+        changed = _changed_settings(dict(manifest.settings), self.settings)
+        if changed:
+            raise ResumeMismatchError(
+                f"cannot resume from {where}: settings that decide the output changed: "
+                f"{changed} (resume with the settings it was written with, or write to a "
+                "new output)"
+            )
+        return manifest, version
 
     def __repr__(self) -> str:
         return f"TarShardWriter({self.destination!r}, {len(self._manifest.shards)} shards)"
@@ -221,10 +255,11 @@ class TarShardWriter:
                 f"{position} (positions come in order, without gaps)"
             )
 
-    def _consume_position(self, position: int | None) -> None:
+    def _consume_position(self, position: int | None, input_digest: str | None) -> None:
         self._tracked = position is not None
         if position is not None:
             self._next_position = position + 1
+        self._digest = input_digest
 
     def _open_pending(self, position: int | None) -> _Pending:
         if self._pending is None:
@@ -234,12 +269,18 @@ class TarShardWriter:
         return self._pending
 
     async def write(
-        self, key: str, fields: Mapping[str, bytes], *, position: int | None = None
+        self,
+        key: str,
+        fields: Mapping[str, bytes],
+        *,
+        position: int | None = None,
+        input_digest: str | None = None,
     ) -> None:
         """Add one sample: members ``{key}.{field}`` in the order of ``fields``.
 
         Commits the shard first when the sample would take it past ``max_bytes``, and
-        after when it reaches ``max_samples``.
+        after when it reaches ``max_samples``. ``input_digest``: the running hash of the
+        inputs up to this one, recorded with the shard that ends here.
         """
         check_key(key)
         if not isinstance(fields, Mapping) or not fields:
@@ -256,7 +297,9 @@ class TarShardWriter:
             and (pending.size + size + len(END_OF_ARCHIVE) > self.max_bytes)
         ):
             await self.commit()
-        self._consume_position(position)
+        if self._lease.due():
+            await anyio.to_thread.run_sync(self._lease.renew)
+        self._consume_position(position, input_digest)
         pending = self._open_pending(position)
         entry_fields = []
         for (name, data), (header, _) in zip(members, blocks, strict=True):
@@ -268,12 +311,15 @@ class TarShardWriter:
         if len(pending.entries) >= self.max_samples or pending.size >= self.max_bytes:
             await self.commit()
 
-    def record_failure(self, failure: FailureRecord) -> None:
-        """Add the failure record of an input that produced no sample (no I/O)."""
+    def record_failure(self, failure: FailureRecord, *, input_digest: str | None = None) -> None:
+        """Add the failure record of an input that produced no sample (no I/O).
+
+        ``input_digest``: as in ``write``.
+        """
         if not isinstance(failure, FailureRecord):
             raise TypeError(f"failure must be a FailureRecord but got {type(failure).__name__}")
         self._check_position(failure.position)
-        self._consume_position(failure.position)
+        self._consume_position(failure.position, input_digest)
         self._open_pending(failure.position).failures.append(failure)
 
     async def commit(self) -> ShardRecord | None:
@@ -292,6 +338,7 @@ class TarShardWriter:
             first=first,
             end=end,
             failed=len(pending.failures),
+            input_digest=self._digest,
         )
         index = ShardIndex(pending.name, pending.size, "", tuple(pending.entries))
         failures = "".join(json.dumps(f.to_dict(), default=str) + "\n" for f in pending.failures)
@@ -305,8 +352,7 @@ class TarShardWriter:
                 destination.put_bytes(record.failures_name, failures.encode())
             else:
                 destination.delete(record.failures_name)  # a killed run's leftover
-            destination.put_bytes(MANIFEST_NAME, manifest.to_json().encode())
-            self._manifest = manifest
+            self._publish_manifest(manifest)
 
         try:
             await anyio.to_thread.run_sync(publish)
@@ -319,13 +365,42 @@ class TarShardWriter:
             self.on_commit(record)
         return record
 
+    def _publish_manifest(self, manifest: Manifest) -> None:
+        """Write ``manifest`` if the stored one is still the one this writer knows."""
+        if self._lease.due():
+            self._lease.renew()
+        try:
+            self._manifest_version = self.destination.put_conditional(
+                MANIFEST_NAME, manifest.to_json().encode(), self._manifest_version
+            )
+        except VersionConflictError as exc:
+            raise WriterConflictError(
+                f"another writer changed {exc.where} since this writer read it (expected "
+                f"version {exc.expected!r}, found {exc.found!r}); stopping so neither "
+                "writer's shards are lost"
+            ) from None
+        self._manifest = manifest
+
+    async def mark_input_end(self, input_end: InputEnd) -> Manifest:
+        """Commit what is pending, then record in the manifest where the input ended."""
+        await self.commit()
+        if self._closed:
+            raise RuntimeError("the TarShardWriter is closed")
+        manifest = self._manifest.with_input_end(input_end)
+        await anyio.to_thread.run_sync(self._publish_manifest, manifest)
+        return self._manifest
+
     async def close(self) -> Manifest:
         """Commit what is pending, remove leftovers of killed runs, return the manifest."""
         if self._closed:
             return self._manifest
-        await self.commit()
-        self._closed = True
-        await anyio.to_thread.run_sync(self._remove_unlisted)
+        try:
+            await self.commit()
+            self._closed = True
+            await anyio.to_thread.run_sync(self._remove_unlisted)
+        finally:
+            self._closed = True
+            await anyio.to_thread.run_sync(self._lease.release)
         return self._manifest
 
     def _remove_unlisted(self) -> None:
@@ -342,8 +417,12 @@ class TarShardWriter:
         """Drop the pending shard without committing it; the writer is closed."""
         pending, self._pending = self._pending, None
         self._closed = True
-        if pending is not None:
-            self.destination.abort_spool(pending.name, pending.spool)
+        try:
+            if pending is not None:
+                self.destination.abort_spool(pending.name, pending.spool)
+        finally:
+            with contextlib.suppress(Exception):  # the lease expires if this fails
+                self._lease.release()
 
     async def __aenter__(self) -> TarShardWriter:
         return self
@@ -353,3 +432,16 @@ class TarShardWriter:
             await self.close()
         else:
             self.abort()
+
+
+def _changed_settings(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """``"name was X and is now Y; ..."`` for each setting that differs ("" when none)."""
+    missing = object()
+    changes = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name, missing), new.get(name, missing)
+        if before != after:
+            was = "unset" if before is missing else repr(before)
+            now = "unset" if after is missing else repr(after)
+            changes.append(f"{name} was {was} and is now {now}")
+    return "; ".join(changes)

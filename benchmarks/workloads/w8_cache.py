@@ -233,13 +233,23 @@ def disk_tier_missing() -> str | None:
 def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
     """A cache of ``max_bytes`` in ``tier`` ("memory" or "disk", the latter under scratch)."""
     found = aioloader_system.known_future_cache()
+    # Everything the cache may hold counts against the row's budget, as the peers' caches
+    # do: a quarter of it is the read-ahead buffer (bytes fetched before their step), the
+    # rest the tier that keeps samples across epochs.
+    readahead = max_bytes // 4
+    kept = max_bytes - readahead
     if tier == "memory":
-        return found(max_bytes=max_bytes)
+        return found(max_bytes=kept, readahead_bytes=readahead)
     why = disk_tier_missing()
     if why is not None:
         raise RuntimeError(why)
-    # the disk tier holds the bound; memory keeps a few batches in flight
-    return found(max_bytes=16 << 20, disk_dir=str(scratch / "disk"), disk_bytes=max_bytes)
+    # the disk tier keeps the samples; memory holds only a batch's worth in passing
+    return found(
+        max_bytes=1 << 20,
+        readahead_bytes=readahead,
+        disk_dir=str(scratch / "disk"),
+        disk_bytes=kept - (1 << 20),
+    )
 
 
 def aioloader_loader(spec: dict[str, Any], scratch: Path) -> tuple[Any, Any]:

@@ -66,3 +66,25 @@ def test_missing_or_other_kind_of_file(fail: Fail, tmp_path: Path) -> None:
     assert fail("digest", str(other)) == (
         f"error: config must end in .json or .py but got {str(other)!r}"
     )
+
+
+@pytest.mark.parametrize("command", [["digest"], ["tune", "--step-ms", "1"]])
+def test_make_loader_that_returns_no_loader_names_file_function_and_rule(
+    fail: Fail, tmp_path: Path, command: list[str]
+) -> None:
+    config = tmp_path / "answer.py"
+    config.write_text("def make_loader(*, workers, prefetch):\n    return 42\n")
+    line = fail(command[0], str(config), *command[1:])
+    assert line.startswith(f"error: config {str(config)!r}: make_loader(workers=0, prefetch=")
+    assert line.endswith(") must return an aioloader DataLoader but returned int 42")
+
+
+def test_a_long_wrong_return_value_is_cut_short(fail: Fail, tmp_path: Path) -> None:
+    config = tmp_path / "listing.py"
+    config.write_text("def make_loader(*, workers, prefetch):\n    return list(range(100))\n")
+    line = fail("digest", str(config))
+    assert line == (
+        f"error: config {str(config)!r}: make_loader(workers=0, prefetch=8) must return an "
+        "aioloader DataLoader but returned list [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, "
+        "14, 15, 16..."
+    )

@@ -149,3 +149,10 @@ def test_bad_arguments(fail: Fail, argv: list[str], message: str) -> None:
     line = fail("demo", *argv)
     assert line.startswith(f"error: {message}")
     assert line.endswith("(see 'aioloader demo --help')")
+
+
+@pytest.mark.parametrize("steps", ["-5", "0"])
+def test_steps_below_one_get_one_message(fail: Fail, steps: str) -> None:
+    assert fail("demo", "--steps", steps) == (
+        f"error: argument --steps: must be >= 1 but got {steps} (see 'aioloader demo --help')"
+    )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests._support.toml import tomllib
 from tests.cli.helpers import Fail, Run
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -39,6 +43,24 @@ def test_plot_into_a_missing_folder_fails_before_any_output(
     assert fail("plan", str(lengths), "--batch-size", "4", "--plot", str(target)) == (
         f"error: --plot {target}: the folder {str(target.parent)!r} does not exist"
     )
+
+
+def test_plot_without_matplotlib_names_the_plot_extra(
+    fail: Fail, lengths: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    target = tmp_path / "plan.png"
+    assert fail("plan", str(lengths), "--batch-size", "4", "--plot", str(target)) == (
+        "error: --plot needs matplotlib (pip install 'aioloader[plot]')"
+    )
+    assert not target.exists()
+
+
+def test_the_plot_extra_is_matplotlib_alone() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert [requirement.split(">")[0] for requirement in extras["plot"]] == ["matplotlib"]
 
 
 def test_an_error_after_some_rows_prints_no_table(fail: Fail, tmp_path: Path) -> None:

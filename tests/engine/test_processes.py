@@ -415,7 +415,7 @@ def wait_for_exit(pid: int, seconds: float) -> bool:
 
 
 @pytest.mark.parametrize("when", ["streaming", "between-epochs"])
-def test_sigkill_of_the_parent_leaves_no_segment(tmp_path: Path, when: str) -> None:
+def test_sigkill_of_the_parent_leaves_no_segment_and_no_process(tmp_path: Path, when: str) -> None:
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent(PARENT_SCRIPT))
     before = shm_entries()
@@ -435,6 +435,14 @@ def test_sigkill_of_the_parent_leaves_no_segment(tmp_path: Path, when: str) -> N
             if p.name.isdigit() and _parent_of(p) == parent.pid and b"spawn_main" in _cmd(p)
         ]
         assert len(workers) == 2
+        # spawn always starts the standard library's resource tracker: one per parent,
+        # whatever the number of workers or streams. It is the only other helper.
+        trackers = [
+            int(p.name)
+            for p in Path("/proc").iterdir()
+            if p.name.isdigit() and _parent_of(p) == parent.pid and b"resource_tracker" in _cmd(p)
+        ]
+        assert len(trackers) == 1
         # The segments exist (mapped by the parent) but have no name in /dev/shm.
         maps = Path(f"/proc/{parent.pid}/maps").read_text()
         assert f"/memfd:{SEGMENT_PREFIX}" in maps
@@ -448,6 +456,8 @@ def test_sigkill_of_the_parent_leaves_no_segment(tmp_path: Path, when: str) -> N
             parent.stdout.close()
     for pid in workers:
         assert wait_for_exit(pid, 60), f"worker {pid} outlived its parent"
+    for pid in trackers:
+        assert wait_for_exit(pid, 60), f"resource tracker {pid} outlived its parent"
     assert shm_entries() == before
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from aioloader.ingest import ImageOptions, ingest
-from aioloader.sinks import open_shards, read_failures, read_manifest
+from aioloader.ingest import ImageOptions, InputRecord, ingest
+from aioloader.ingest._identity import InputTrail
+from aioloader.sinks import ResumeMismatchError, open_shards, read_failures, read_manifest
+from aioloader.sinks._manifest import InputEnd
 from aioloader.sources import HttpFetcher, RetryPolicy
 from tests._support.http_server import HttpTestServer, jpeg_bytes, scheduled_fault
 
@@ -105,12 +107,99 @@ async def test_a_run_with_a_stop_then_the_same_run_resumes_where_it_ended(
     urls = [server.url(f"/img/{i}.jpg") for i in range(50)]
     async with _fetcher() as fetcher:
         clean = await ingest(urls, tmp_path / "clean", fetcher=fetcher, shard_samples=8)
-        first = await ingest(urls[:23], tmp_path / "split", fetcher=fetcher, shard_samples=8)
+        first = await ingest(urls, tmp_path / "split", fetcher=fetcher, shard_samples=8, stop=23)
         second = await ingest(urls, tmp_path / "split", fetcher=fetcher, shard_samples=8)
     assert first.inputs == 23
     assert second.resumed_from == 23  # the first run closed its last shard at its end
     assert first.inputs + second.inputs == clean.inputs == 50
     assert await _outputs(tmp_path / "split") == await _outputs(tmp_path / "clean")
+
+
+@pytest.mark.anyio
+async def test_another_input_after_a_stopped_run_is_refused_naming_the_shard(
+    server: HttpTestServer, tmp_path: Path
+) -> None:
+    list_a = [server.url(f"/img/{i}.jpg") for i in range(150)]
+    list_b = [server.url(f"/img/{i + 1000}.jpg") for i in range(150)]
+    async with _fetcher() as fetcher:
+        await ingest(list_a, tmp_path, fetcher=fetcher, shard_samples=40, stop=100)
+        with pytest.raises(ResumeMismatchError) as refused:
+            await ingest(list_b, tmp_path, fetcher=fetcher, shard_samples=40)
+        end = read_manifest(tmp_path).shards[0].end or 0  # 40 samples and failures among them
+        assert str(refused.value) == (
+            f"cannot resume from {tmp_path / 'manifest.json'}: the input is not the one its "
+            f"shards were written from: the inputs at positions 0..{end - 1} (shard-000000.tar) "
+            "differ (a URL or a field changed, or inputs were inserted or removed before "
+            "them); resume with the same input, or write to a new output"
+        )
+        assert read_manifest(tmp_path).end == 100  # nothing written by the refused run
+        rest = await ingest(list_a, tmp_path, fetcher=fetcher, shard_samples=40)
+    assert (rest.resumed_from, rest.inputs) == (100, 50)
+
+
+@pytest.mark.anyio
+async def test_a_later_input_differing_only_in_a_field_is_refused(
+    server: HttpTestServer, tmp_path: Path
+) -> None:
+    rows = [{"url": server.url(f"/img/{i}.jpg"), "caption": f"c{i}"} for i in range(30)]
+    edited = [dict(row) for row in rows]
+    edited[25]["caption"] = "changed"
+    async with _fetcher() as fetcher:
+        await ingest(rows, tmp_path, fetcher=fetcher, shard_samples=10, stop=20)
+        await ingest(edited, tmp_path, fetcher=fetcher, shard_samples=10)  # 25 not committed
+        assert read_manifest(tmp_path).end == 30
+        edited[5]["caption"] = "changed"
+        with pytest.raises(ResumeMismatchError, match=r"positions 0\.\.\d+ \(shard-000000.tar\)"):
+            await ingest(edited, tmp_path, fetcher=fetcher, shard_samples=10)
+
+
+@pytest.mark.anyio
+async def test_a_changed_content_type_setting_is_refused_naming_old_and_new(
+    server: HttpTestServer, tmp_path: Path
+) -> None:
+    urls = [server.url(f"/img/{i}.jpg") for i in range(20)]
+    async with _fetcher() as fetcher:
+        await ingest(urls, tmp_path, fetcher=fetcher, shard_samples=8, stop=10)
+    other = HttpFetcher(retry=FAST, read_timeout=1.0, content_types=("image/png",))
+    async with other:
+        with pytest.raises(
+            ResumeMismatchError,
+            match=r"settings that decide the output changed: content_types was \['image/'\] "
+            r"and is now \['image/png'\] \(resume with",
+        ):
+            await ingest(urls, tmp_path, fetcher=other, shard_samples=8)
+        with pytest.raises(ResumeMismatchError, match="image was None and is now unset; image"):
+            await ingest(urls, tmp_path, fetcher=other, image=ImageOptions(size=8))
+
+
+@pytest.mark.anyio
+async def test_an_input_grown_at_its_end_resumes_only_when_allowed(
+    server: HttpTestServer, tmp_path: Path
+) -> None:
+    urls = [server.url(f"/img/{i}.jpg") for i in range(40)]
+    async with _fetcher() as fetcher:
+        clean = await ingest(urls, tmp_path / "clean", fetcher=fetcher, shard_samples=16)
+        await ingest(urls[:25], tmp_path / "grown", fetcher=fetcher, shard_samples=16)
+        assert read_manifest(tmp_path / "grown").input_end == InputEnd(25, _trail(urls[:25]))
+        again = await ingest(urls[:25], tmp_path / "grown", fetcher=fetcher, shard_samples=16)
+        assert (again.resumed_from, again.inputs) == (25, 0)  # the same input: nothing to do
+        with pytest.raises(
+            ResumeMismatchError, match="reached the end of its input at position 25"
+        ):
+            await ingest(urls, tmp_path / "grown", fetcher=fetcher, shard_samples=16)
+        grown = await ingest(
+            urls, tmp_path / "grown", fetcher=fetcher, shard_samples=16, allow_appended_input=True
+        )
+    assert (grown.resumed_from, grown.inputs) == (25, 15)
+    assert clean.inputs == 40
+    assert await _outputs(tmp_path / "grown") == await _outputs(tmp_path / "clean")
+
+
+def _trail(urls: list[str]) -> str:
+    trail = InputTrail()
+    for position, url in enumerate(urls):
+        trail.add(InputRecord(position, url))
+    return trail.digest
 
 
 def _run_cli(args: list[str]) -> subprocess.Popen[str]:

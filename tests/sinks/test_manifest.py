@@ -7,6 +7,7 @@ import json
 import pytest
 
 from aioloader.sinks import FailureRecord, Manifest, ShardRecord
+from aioloader.sinks._manifest import VERSION, InputEnd
 
 
 def _manifest() -> Manifest:
@@ -53,13 +54,41 @@ def test_failure_records_round_trip() -> None:
     [
         ("{", "the manifest is not valid JSON"),
         ('{"format": "other"}', "the manifest's format must be 'aioloader-shards'"),
-        ('{"format": "aioloader-shards", "version": 9}', "the manifest's version must be 1"),
+        (
+            '{"format": "aioloader-shards", "version": 9}',
+            r"the manifest's version must be one of \(1, 2\) but got 9",
+        ),
         (
             '{"format": "aioloader-shards", "version": 1, "shards": [{"name": "a"}]}',
-            "the manifest has a malformed shard record",
+            "the manifest has a malformed record",
         ),
     ],
 )
 def test_foreign_content_is_refused_by_name(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Manifest.from_json(text)
+
+
+def test_version_2_records_settings_input_digests_and_the_input_end() -> None:
+    shard = ShardRecord("shard-000000.tar", 4, 4096, "ab" * 32, 0, 4, input_digest="d4")
+    manifest = Manifest((shard,), {"inputs": "urls.txt"}, {"key_width": 9}, InputEnd(4, "d4"))
+    data = json.loads(manifest.to_json())
+    assert (data["version"], data["settings"], data["input_end"]) == (
+        2,
+        {"key_width": 9},
+        {"end": 4, "input_digest": "d4"},
+    )
+    assert data["shards"][0]["input_digest"] == "d4"
+    assert Manifest.from_json(manifest.to_json()) == manifest
+    moved_on = manifest.with_shard(ShardRecord("shard-000001.tar", 1, 1024, "cd" * 32, 4, 5))
+    assert (moved_on.input_end, moved_on.settings, VERSION) == (None, {"key_width": 9}, 2)
+
+
+def test_a_version_1_manifest_is_still_read_and_says_so() -> None:
+    text = (
+        '{"format": "aioloader-shards", "version": 1, "meta": {"inputs": "u.txt"}, "shards": ['
+        '{"name": "a.tar", "samples": 1, "bytes": 1024, "sha256": "00", "first": 0, "end": 1}]}'
+    )
+    manifest = Manifest.from_json(text)
+    assert (manifest.version, manifest.end, dict(manifest.settings)) == (1, 1, {})
+    assert manifest.shards[0].input_digest is None

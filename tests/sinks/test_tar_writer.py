@@ -21,12 +21,16 @@ from aioloader.sinks import (
     FailureRecord,
     LocalDestination,
     Manifest,
+    ResumeMismatchError,
     StoreDestination,
     TarShardWriter,
+    WriterConflictError,
     open_shards,
     read_failures,
     read_manifest,
 )
+from aioloader.sinks._destination import host_name
+from aioloader.sinks._lease import LEASE_NAME
 from tests._support.s3 import S3Info
 
 pytestmark = pytest.mark.anyio
@@ -160,18 +164,85 @@ def test_bad_arguments_name_the_rule(tmp_path: Path) -> None:
         TarShardWriter("prefix/", store=object(), part_size=1024)
 
 
-async def test_an_existing_manifest_is_refused_unless_resuming_with_the_same_meta(
+async def test_an_existing_manifest_is_refused_unless_resuming_with_the_same_settings(
     tmp_path: Path,
 ) -> None:
-    async with TarShardWriter(tmp_path, meta={"input": "a.txt"}) as writer:
+    settings = {"image.size": 64, "content_types": ["image/"]}
+    async with TarShardWriter(tmp_path, meta={"input": "a.txt"}, settings=settings) as writer:
         await _write(writer, range(3))
     with pytest.raises(FileExistsError, match="already holds a manifest"):
         TarShardWriter(tmp_path)
-    with pytest.raises(ValueError, match=r"cannot resume from .* written with meta"):
-        TarShardWriter(tmp_path, resume=True, meta={"input": "b.txt"})
-    resumed = TarShardWriter(tmp_path, resume=True, meta={"input": "a.txt"})
+    changed = {"image.size": 32, "content_types": ["image/"], "key_width": 9}
+    with pytest.raises(ResumeMismatchError) as refused:
+        TarShardWriter(tmp_path, resume=True, settings=changed)
+    assert str(refused.value) == (
+        f"cannot resume from {tmp_path / MANIFEST_NAME}: settings that decide the output "
+        "changed: image.size was 64 and is now 32; key_width was unset and is now 9 (resume "
+        "with the settings it was written with, or write to a new output)"
+    )
+    resumed = TarShardWriter(tmp_path, resume=True, meta={"input": "b.txt"}, settings=settings)
     assert (resumed.next_position, len(resumed.manifest.shards)) == (3, 1)
+    assert dict(resumed.manifest.meta) == {"input": "a.txt"}  # facts of the first run kept
     resumed.abort()
+
+
+async def test_a_version_1_manifest_is_refused_for_resume_but_stays_readable(
+    tmp_path: Path,
+) -> None:
+    async with TarShardWriter(tmp_path) as writer:
+        await _write(writer, range(2))
+    data = json.loads((tmp_path / MANIFEST_NAME).read_text())
+    data["version"] = 1
+    del data["settings"], data["input_end"]
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(data))
+    with pytest.raises(ResumeMismatchError, match="it is a version 1 manifest, written before"):
+        TarShardWriter(tmp_path, resume=True)
+    assert len(open_shards(tmp_path)) == 2
+    assert not (tmp_path / LEASE_NAME).exists()  # the refused writer gave its lease back
+
+
+async def test_a_second_writer_on_one_folder_fails_naming_the_first(tmp_path: Path) -> None:
+    first = TarShardWriter(tmp_path, max_samples=2)
+    await _write(first, range(3))
+    with pytest.raises(WriterConflictError) as refused:
+        TarShardWriter(tmp_path, resume=True)
+    lease = json.loads((tmp_path / LEASE_NAME).read_text())
+    assert (lease["host"], lease["pid"]) == (host_name(), os.getpid())
+    assert f"names holder {lease['holder']} on host {host_name()} (pid {os.getpid()})" in str(
+        refused.value
+    )
+    await first.close()
+    assert not (tmp_path / LEASE_NAME).exists()
+    second = TarShardWriter(tmp_path, resume=True, max_samples=2)
+    assert second.next_position == 3
+    second.abort()
+
+
+async def test_a_manifest_changed_under_a_writer_stops_it_loudly(tmp_path: Path) -> None:
+    writer = TarShardWriter(tmp_path, max_samples=2)
+    await _write(writer, range(2))
+    (tmp_path / MANIFEST_NAME).write_text((tmp_path / MANIFEST_NAME).read_text() + " ")
+    with pytest.raises(WriterConflictError, match=r"another writer changed .*manifest\.json"):
+        await _write(writer, range(2, 5))
+    assert [r.end for r in read_manifest(tmp_path).shards] == [2]
+    writer.abort()
+
+
+def test_partials_of_another_host_are_left_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    mine = tmp_path / f".shard-000000.tar.partial-{host_name()}-{int(dead.stdout)}"
+    theirs = tmp_path / f".shard-000000.tar.partial-other.host-{int(dead.stdout)}"
+    for path in (mine, theirs):
+        path.write_bytes(b"half")
+    folder = LocalDestination(tmp_path)
+    with caplog.at_level("WARNING", logger="aioloader.sinks"):
+        assert folder.clean_partials() == 1
+    assert (mine.exists(), theirs.exists()) == (False, True)
+    assert folder.kept_partials == (theirs.name,)
+    assert f"left 1 partial file(s) of other hosts in {tmp_path}" in caplog.text
 
 
 class _CrashError(Exception):
@@ -198,6 +269,11 @@ class _CrashErroringFolder(LocalDestination):
     def put_bytes(self, name: str, data: bytes) -> None:
         self._step()
         super().put_bytes(name, data)
+
+    def put_conditional(self, name: str, data: bytes, expected: str | None) -> str:
+        if name == MANIFEST_NAME:  # the lease is not part of a commit
+            self._step()
+        return super().put_conditional(name, data, expected)
 
 
 @pytest.mark.parametrize("crash_at", range(1, 13))
@@ -243,6 +319,47 @@ async def test_the_writer_commits_to_object_storage(s3_server: S3Info, s3_prefix
     assert [(await shards.read_sample(i))["__key__"] for i in range(len(shards))] == (
         _expected_keys(range(8))
     )
+
+
+async def test_two_writers_on_one_object_store_prefix_cannot_both_write(
+    s3_server: S3Info, s3_prefix: str
+) -> None:
+    first = TarShardWriter(s3_prefix, store=s3_server.store(), max_samples=2)
+    await _write(first, range(2))
+    with pytest.raises(WriterConflictError) as refused:
+        TarShardWriter(s3_prefix, store=s3_server.store(), resume=True)
+    lease = json.loads(bytes(obstore.get(s3_server.store(), s3_prefix + LEASE_NAME).bytes()))
+    assert f"names holder {lease['holder']} on host {host_name()} (pid {os.getpid()})" in str(
+        refused.value
+    )
+    # a writer that lost its lease (paused past the expiry) meets another's manifest
+    store = s3_server.store()
+    manifest = bytes(obstore.get(store, s3_prefix + MANIFEST_NAME).bytes())
+    obstore.put(store, s3_prefix + MANIFEST_NAME, manifest + b" ")
+    with pytest.raises(WriterConflictError, match="another writer changed s3://"):
+        await _write(first, range(2, 5))
+    first.abort()
+    assert read_manifest(s3_prefix, store).end == 2  # its shard 1 was never listed
+    with pytest.raises(FileNotFoundError):
+        obstore.head(store, s3_prefix + LEASE_NAME)  # given back
+    resumed = TarShardWriter(s3_prefix, store=store, resume=True, max_samples=2)
+    async with resumed:
+        await _write(resumed, range(2, 5))
+    assert [(r.first, r.end) for r in read_manifest(s3_prefix, store).shards] == [(0, 2), (2, 5)]
+
+
+async def test_a_store_without_conditional_updates_still_resumes(tmp_path: Path) -> None:
+    from obstore.store import LocalStore
+
+    store = LocalStore(tmp_path)  # has If-None-Match but no If-Match
+    async with TarShardWriter("set", store=store, max_samples=2) as writer:
+        await _write(writer, range(3))
+    resumed = TarShardWriter("set", store=store, max_samples=2, resume=True)
+    async with resumed:
+        await _write(resumed, range(3, 6))
+    manifest = read_manifest("set/", store)
+    assert [(r.first, r.end) for r in manifest.shards] == [(0, 2), (2, 3), (3, 6)]
+    assert sorted(os.listdir(tmp_path / "set"))[:2] == ["manifest.json", "shard-000000.tar"]
 
 
 async def test_large_shards_go_up_in_a_multipart_upload_and_read_back_with_saved_indices(
