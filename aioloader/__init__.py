@@ -50,6 +50,7 @@ from .core import ShuffledSampler as ShuffledSampler
 from .core import TreeBatch as TreeBatch
 from .core import TreeCollator as TreeCollator
 from .core import default_collate as default_collate
+from .engine import AutoTune as AutoTune
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
 from .engine import LoaderStatistics as LoaderStatistics
@@ -87,6 +88,7 @@ def __dir__() -> list[str]:
 
 __all__ = (
     "AioloaderError",
+    "AutoTune",
     "BatchAugmentation",
     "BatchRng",
     "BatchStream",

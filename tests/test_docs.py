@@ -404,9 +404,10 @@ def test_readme_drop_last_sentence_matches_the_samplers() -> None:
     assert default(DistributedSampler, "drop_last_batch") is False
     assert DistributedSampler(10, 3, 0, 1).steps_per_epoch == 4
     assert DistributedSampler(10, 3, 0, 1, drop_last_batch=True).steps_per_epoch == 3
-    assert "`BucketedSampler` always drops it" in text
-    assert default(BucketedSampler) is None
+    assert "`BlockShuffledSampler` and `BucketedSampler` take `drop_last=False`" in text
+    assert default(BucketedSampler) is True
     assert BucketedSampler([1] * 10, 3, 1).steps_per_epoch == 3
+    assert BucketedSampler([1] * 10, 3, 1, drop_last=False).steps_per_epoch == 4
     assert "`MixingSampler` draws with replacement" in text
     assert default(MixingSampler) is None
 

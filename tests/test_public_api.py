@@ -17,6 +17,7 @@ import aioloader.sources
 
 TOP_LEVEL = (
     "AioloaderError",
+    "AutoTune",
     "BatchAugmentation",
     "BatchRng",
     "BatchStream",

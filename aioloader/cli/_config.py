@@ -130,7 +130,7 @@ def _json_factory(data: dict[str, Any], where: str) -> LoaderFactory:
     if batch_size > count:
         raise ValueError(f"{where}: batch_size must be <= count ({count}) but got {batch_size}")
 
-    def make_loader(*, workers: int, prefetch: int) -> DataLoader[Any, Any]:
+    def make_loader(*, workers: int | str, prefetch: int | str) -> DataLoader[Any, Any]:
         from ..core._images import GainOffset, ImageBatchCollator
         from ..datasets import line_images
 

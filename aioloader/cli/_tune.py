@@ -1,4 +1,8 @@
-"""``aioloader tune``: measure the load time per batch, recommend workers and prefetch."""
+"""``aioloader tune``: measure the load time per batch, recommend workers and prefetch.
+
+``--auto`` instead runs the config with ``workers="auto", prefetch="auto"`` against a
+trainer that takes ``--step-ms`` per batch, and reports what the autotuner chose and why.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import os
 import time
 from typing import Any
 
+from ..core._autotune import Decision, Knobs
 from ..core._pool import release_batch
 from ._arguments import positive, positive_float
 from ._config import CONFIG_HELP, load_factory
@@ -45,7 +50,51 @@ def add_parser(commands: Any) -> None:
         metavar="N",
         help="batches per epoch (default: the config's steps per epoch)",
     )
+    parser.add_argument(
+        "--auto",
+        action="store_true",
+        help="run workers='auto', prefetch='auto' for --batches batches (the trainer sleeps "
+        "--step-ms per batch) and print what the autotuner chose and why",
+    )
     parser.set_defaults(run=run)
+
+
+def describe_autotune(start: Knobs, end: Knobs, decisions: tuple[Decision, ...]) -> list[str]:
+    """The autotuner's choice and its decisions log, one line each.
+
+    >>> describe_autotune(Knobs(1, 2, 64), Knobs(1, 2, 64), ())
+    ['auto chose: workers=1, prefetch=2, reads in flight=64', 'no change: the trainer \
+never waited long enough to turn a knob']
+    """
+    lines = [
+        f"auto chose: workers={end.workers}, prefetch={end.prefetch}, reads in flight={end.reads}"
+    ]
+    if not decisions:
+        lines.append("no change: the trainer never waited long enough to turn a knob")
+        return lines
+    lines.append(
+        f"started at workers={start.workers}, prefetch={start.prefetch}, "
+        f"reads in flight={start.reads}; decisions:"
+    )
+    lines.extend(f"  step {d.step}: {d.knob} {d.old} -> {d.new} ({d.reason})" for d in decisions)
+    return lines
+
+
+def run_auto(args: argparse.Namespace) -> list[str]:
+    """Run the config autotuned against a trainer of ``--step-ms`` and describe the outcome."""
+    loader = load_factory(args.config)(workers="auto", prefetch="auto")
+    start = Knobs(loader.workers, loader.prefetch, loader.max_inflight_reads)
+    step = args.step_ms / 1e3
+    for batch in loader.iter_sync(0, args.batches):
+        release_batch(batch)
+        time.sleep(step)  # the trainer's step
+    stats = loader.statistics()
+    assert stats.knobs is not None
+    lines = [
+        f"ran {args.batches} batches autotuned against a {args.step_ms:g} ms step; "
+        f"consumer waited {stats.consumer_wait_seconds * 1e3:.1f} ms in all"
+    ]
+    return lines + describe_autotune(start, stats.knobs, stats.decisions)
 
 
 def worker_counts(recommended: int, limit: int = MAX_ROWS) -> list[int]:
@@ -65,6 +114,10 @@ def worker_counts(recommended: int, limit: int = MAX_ROWS) -> list[int]:
 
 def run(args: argparse.Namespace) -> list[str]:
     """Measure (unless ``--load-ms``) and return the recommendation's lines."""
+    if args.auto:
+        if args.load_ms is not None:
+            raise ValueError("--auto measures a real run, so it takes no --load-ms")
+        return run_auto(args)
     lines = []
     loader = load_factory(args.config)(workers=0, prefetch=1)
     batches = args.epoch_batches or int(loader.steps_per_epoch)

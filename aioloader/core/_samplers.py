@@ -361,22 +361,30 @@ class RecentEpochs(Generic[T]):
 
 
 class BucketedSampler:
-    """Batches of similar length in a random order (docs/samplers.md; always drop-last).
+    """Batches of similar length in a random order (docs/samplers.md).
 
-    For epoch ``e`` the first ``S*B`` positions of a keyed shuffle are cut into pools of
-    ``B * pool_batches``, each pool sorted by ``(length << 32) | index``, cut into batches,
-    and batch ``t`` served at step ``perm(t, S, derive(seed, e, 1, 0, 104))``. An epoch's plan
-    costs O(n log n); the plans of the two most recent epochs (per seed) are cached.
+    For epoch ``e`` the first ``S*B`` positions of a keyed shuffle (all ``n`` with
+    ``drop_last=False``) are cut into pools of ``B * pool_batches``, each pool sorted by
+    ``(length << 32) | index``, cut into batches (the last one short without
+    ``drop_last``), and batch ``t`` served at step ``perm(t, S, derive(seed, e, 1, 0, 104))``.
+    An epoch's plan costs O(n log n); the plans of the two most recent epochs (per seed)
+    are cached.
     """
 
-    __slots__ = ("_batch_size", "_epochs", "_lengths", "_pool_batches", "_steps")
+    __slots__ = ("_batch_size", "_drop_last", "_epochs", "_lengths", "_pool_batches", "_steps")
 
-    def __init__(self, lengths: Any, batch_size: int, pool_batches: int) -> None:
+    def __init__(
+        self, lengths: Any, batch_size: int, pool_batches: int, drop_last: bool = True
+    ) -> None:
         self._lengths = _check_lengths(lengths)
         n = int(self._lengths.shape[0])
         self._batch_size = batch_size_arg(batch_size)
         self._pool_batches = positive_int("pool_batches", pool_batches, INDEX_LIMIT)
-        self._steps = n // self._batch_size
+        if not isinstance(drop_last, bool):
+            raise TypeError(f"drop_last must be a bool but got {type(drop_last).__name__}")
+        self._drop_last = drop_last
+        full, rest = divmod(n, self._batch_size)
+        self._steps = full if drop_last or rest == 0 else full + 1
         self._epochs = RecentEpochs(self._build_plan)
 
     @property
@@ -395,44 +403,78 @@ class BucketedSampler:
         return self._pool_batches
 
     @property
+    def drop_last(self) -> bool:
+        """Whether the last partial batch is dropped (the default)."""
+        return self._drop_last
+
+    @property
     def steps_per_epoch(self) -> int:
-        """``len(lengths) // batch_size``."""
+        """``len(lengths) // batch_size``, rounded up without ``drop_last``."""
         return self._steps
 
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)``, sorted by (length, index) within the batch."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        plan = self.epoch_plan(seed_value, epoch_value)
-        return cast(IndexArray, plan[step_value].astype(np.int64))
+        flat, short_step = self._epochs.get(seed_value, epoch_value)
+        if short_step is None:
+            return cast(IndexArray, flat[step_value].astype(np.int64))
+        batch = self._batch_size
+        start = step_value * batch
+        if step_value > short_step:
+            start -= batch - (flat.shape[0] - (self._steps - 1) * batch)
+        size = batch
+        if step_value == short_step:
+            size = flat.shape[0] - (self._steps - 1) * batch
+        return cast(IndexArray, flat[start : start + size].astype(np.int64))
 
     def epoch_plan(self, seed: int, epoch: int) -> npt.NDArray[np.uint32]:
-        """The whole epoch as a read-only ``[steps_per_epoch, batch_size]`` array of indices."""
-        return self._epochs.get(u64("seed", seed), u64("epoch", epoch))
+        """The whole epoch as a read-only ``[steps_per_epoch, batch_size]`` array of indices.
 
-    def _build_plan(self, seed: int, epoch: int) -> npt.NDArray[np.uint32]:
+        With ``drop_last=False`` and a short last batch, the flat read-only array of the
+        epoch's ``n`` indices in the order they are served.
+        """
+        return self._epochs.get(u64("seed", seed), u64("epoch", epoch))[0]
+
+    def _build_plan(self, seed: int, epoch: int) -> tuple[npt.NDArray[np.uint32], int | None]:
         n, batch, steps = int(self._lengths.shape[0]), self._batch_size, self._steps
         if steps == 0:
             raise ValueError("steps_per_epoch is 0 (fewer items than one batch)")
+        count = min(n, steps * batch)
         order_key = _derive_unchecked(seed, epoch, 0, 0, RngStream.BUCKET_ORDER)
-        order = keyed_permutation_array(np.arange(steps * batch, dtype=np.uint64), n, order_key)
+        order = keyed_permutation_array(np.arange(count, dtype=np.uint64), n, order_key)
         keys = (self._lengths[order].astype(np.uint64) << np.uint64(32)) | order
         pool = batch * self._pool_batches
         full = (keys.shape[0] // pool) * pool
         if full:
             keys[:full] = np.sort(keys[:full].reshape(-1, pool), axis=1).ravel()
         keys[full:].sort()
-        sorted_indices = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).reshape(steps, batch)
+        ordered = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         place_key = _derive_unchecked(seed, epoch, 1, 0, RngStream.BUCKET_PLACE)
         step_of_batch = keyed_permutation_array(np.arange(steps, dtype=np.uint64), steps, place_key)
-        plan = np.empty_like(sorted_indices)
-        plan[step_of_batch.astype(np.int64)] = sorted_indices
-        plan.flags.writeable = False
-        return cast(npt.NDArray[np.uint32], plan)
+        whole = count // batch  # full batches: all but a short last one
+        served = np.empty(steps, dtype=np.int64)  # served[step] = sorted batch t
+        served[step_of_batch.astype(np.int64)] = np.arange(steps)
+        rows = ordered[: whole * batch].reshape(whole, batch)
+        if whole == steps:
+            flat = rows[served]  # [steps, batch]
+            short_step = None
+        else:
+            short_step = int(step_of_batch[steps - 1])
+            flat = np.concatenate(
+                [
+                    rows[served[:short_step]].ravel(),
+                    ordered[whole * batch :],
+                    rows[served[short_step + 1 :]].ravel(),
+                ]
+            )
+        flat.flags.writeable = False
+        return cast(npt.NDArray[np.uint32], flat), short_step
 
     def __repr__(self) -> str:
+        drop = "" if self._drop_last else ", drop_last=False"  # fingerprints stay as they were
         return (
             f"BucketedSampler(n={self._lengths.shape[0]}, batch_size={self._batch_size}, "
-            f"pool_batches={self._pool_batches})"
+            f"pool_batches={self._pool_batches}{drop})"
         )
 
 

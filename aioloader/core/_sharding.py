@@ -71,7 +71,7 @@ def batch_sizes_of(sampler: Sampler) -> frozenset[int] | None:
     if isinstance(sampler, MixingSampler):
         return frozenset({sampler.batch_size})
     if isinstance(sampler, BucketedSampler):
-        return frozenset({sampler.batch_size}) if sampler.steps_per_epoch else frozenset()
+        return _split(int(sampler.lengths.shape[0]), sampler.batch_size, sampler.drop_last)
     return None
 
 

@@ -45,3 +45,5 @@ class RngStream(enum.IntEnum):
     """``RetryPolicy``: the random part of the wait between two attempts of a read."""
     SHUFFLE_BUFFER = 202
     """``Stream.shuffle``: the picks from the shuffle buffer."""
+    REPLACE_SAMPLE = 203
+    """``DataLoader(on_error="skip")``: the index that replaces a sample that failed."""

@@ -37,7 +37,70 @@ def transform_takes_rng(transform: Callable[..., Any]) -> bool:
     return positional >= 2
 
 
+TRANSFORM_SLOT = "__aioloader_transform_slot__"
+"""The attribute set on an error of the transform: the slot it failed on (it pickles)."""
+
+
+class SamplesOnlyCollator:
+    """A torch-style ``collate(samples)`` called as the loader calls collators.
+
+    Attributes:
+        collate: the user's one-argument collator.
+    """
+
+    __slots__ = ("collate",)
+
+    def __init__(self, collate: Callable[[Sequence[Any]], Any]) -> None:
+        self.collate = collate
+
+    def __call__(self, samples: Sequence[Any], plan: BatchPlan) -> Any:
+        return self.collate(samples)
+
+    def __repr__(self) -> str:
+        return f"SamplesOnlyCollator({self.collate!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SamplesOnlyCollator, (self.collate,))
+
+
+def collator_takes_plan(collator: Callable[..., Any]) -> bool:
+    """Whether ``collator`` is called as ``(samples, plan)`` (True) or ``(samples)``.
+
+    Read once from the signature: a collator that accepts two positional arguments gets the
+    plan; one that accepts exactly one (torch's ``collate_fn(samples)``) does not. When the
+    signature cannot be read (some builtins), the plan is passed.
+
+    Raises:
+        TypeError: the signature fits neither (no positional parameter, more than two
+            required ones, or a required keyword-only one).
+    """
+    try:
+        signature = inspect.signature(collator)
+    except (TypeError, ValueError):
+        return True
+    accepted = 0
+    required = 0
+    for parameter in signature.parameters.values():
+        kind = parameter.kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            accepted = 2
+        elif kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            accepted += 1
+            required += parameter.default is inspect.Parameter.empty
+        elif (
+            kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is inspect.Parameter.empty
+        ):
+            required = 3
+    if accepted < 1 or required > 2:
+        raise TypeError(
+            "collator must accept collator(samples, plan) or collator(samples) but "
+            f"{getattr(collator, '__qualname__', collator)!r} has the signature {signature}"
+        )
+    return accepted >= 2
+
+
 def _transform_note(error: BaseException, plan: BatchPlan, slot: int) -> None:
+    setattr(error, TRANSFORM_SLOT, slot)
     add_note(
         error,
         f"aioloader: in the transform of global step {plan.global_step} "

@@ -8,14 +8,16 @@ reaches into the loader, so each module reads on its own.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..core._plan import BatchPlan, plan_batch
 from ..core._samplers import Sampler
+from ._bad_samples import ErrorPolicy, SkippedSample
 from ._reads import ReadBound
 
 
@@ -36,7 +38,9 @@ class LoaderConfig:
         executor: ``"thread"`` or ``"process"``.
         prefetch: ring slots per stream.
         max_inflight_reads: bound on concurrent reads per stream.
+        on_error: the bad-sample policy; None raises (the default).
         persistent_workers: whether worker processes outlive a stream (``"process"``).
+        clock: measures waits, reads and builds (``AutoTune.clock`` when autotuned).
     """
 
     dataset: Any
@@ -51,7 +55,9 @@ class LoaderConfig:
     executor: str
     prefetch: int
     max_inflight_reads: int
+    on_error: ErrorPolicy | None = None
     persistent_workers: bool = False
+    clock: Callable[[], float] = field(default=time.perf_counter)
 
     def plan(self, step: int) -> BatchPlan:
         """The plan of ``step``, its indices checked against the dataset."""
@@ -98,8 +104,10 @@ class RunningWork(Protocol):
 class LoaderCounters:
     """What the streams of one loader have done, updated by their parts.
 
-    ``running`` holds the works of the streams still running; ``reads_total`` the reads of
-    the works that have ended (a running work counts its own in ``bound.total``).
+    ``samples_skipped`` counts the samples replaced under ``on_error``; ``skipped`` keeps
+    the first of them. ``running`` holds the works of the streams still running;
+    ``reads_total`` the reads of the works that have ended (a running work counts its own
+    in ``bound.total``).
     """
 
     __slots__ = (
@@ -110,6 +118,8 @@ class LoaderCounters:
         "read_seconds",
         "reads_total",
         "running",
+        "samples_skipped",
+        "skipped",
     )
 
     def __init__(self) -> None:
@@ -119,6 +129,8 @@ class LoaderCounters:
         self.read_seconds = 0.0
         self.build_seconds = 0.0
         self.reads_total = 0
+        self.samples_skipped = 0
+        self.skipped: list[SkippedSample] = []
         self.running: set[RunningWork] = set()
 
     def work_started(self, work: RunningWork) -> None:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
 import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
+from ..core._autotune import Decision, Knobs
 from ..core._check import as_int, positive_up_to, u64
 from ..core._samplers import Sampler, check_sampler
-from ._build import Transform, transform_takes_rng
+from ._autotune import AutoTune, AutoTuner
+from ._bad_samples import ErrorHandler, SkippedSample, check_on_error
+from ._build import SamplesOnlyCollator, Transform, collator_takes_plan, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
 from ._processes import ProcessStatistics
 from ._reads import describe_dataset_kind, sync_getter
@@ -26,6 +31,9 @@ from ._worker_pool import WorkerPool
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
 
+OnError = Literal["raise", "skip"] | ErrorHandler
+"""``"raise"``, ``"skip"`` or ``on_error(error, index) -> sample | None``."""
+resume_logger = logging.getLogger("aioloader.resume")
 THREADLESS_PLATFORMS = ("emscripten", "wasi")
 STATE_VERSION = 2
 PREFETCH_LIMIT = 1 << 16
@@ -42,15 +50,24 @@ CONFIGURATION = frozenset(
         "prefetch",
         "max_inflight_reads",
         "executor",
+        "on_error",
         "persistent_workers",
+        "autotune",
     }
 )
+AUTO = "auto"
+AUTO_START_PREFETCH = 2
 EXECUTORS = ("thread", "process")
 
 
 @dataclass(frozen=True, slots=True)
 class LoaderStatistics:
-    """What the loader has done: answers "is the trainer waiting for data?"."""
+    """What the loader has done: answers "is the trainer waiting for data?".
+
+    ``samples_skipped`` counts the samples that failed and were replaced under
+    ``on_error``; ``skipped`` keeps the first ``MAX_SKIPPED_KEPT`` of them (step, slot,
+    index, reason).
+    """
 
     batches_delivered: int
     batches_built: int
@@ -63,6 +80,10 @@ class LoaderStatistics:
     next_step: int
     ring: RingStatistics | None
     processes: ProcessStatistics | None = None
+    knobs: Knobs | None = None
+    decisions: tuple[Decision, ...] = ()
+    samples_skipped: int = 0
+    skipped: tuple[SkippedSample, ...] = ()
 
     @property
     def mean_wait_per_batch(self) -> float:
@@ -107,13 +128,14 @@ class DataLoader(Generic[SampleT, BatchT]):
         dataset: ``async get_sample(index)`` (optionally ``async get_samples(indices)``),
             or a sync ``get_sample`` / ``__getitem__``, which is read in threads.
         sampler: any sampler of ``aioloader.core``.
-        collator: ``collator(samples, plan) -> batch``, synchronous and pure.
+        collator: ``collator(samples, plan) -> batch``, synchronous and pure; a collator
+            of one parameter (torch's ``collate_fn(samples)``) is called without the plan.
         seed: the run's seed, in ``[0, 2^64)``.
         transform: optional ``transform(sample, rng) -> sample`` (rng stream 0), or
             ``transform(sample) -> sample`` for a transform without randomness (then no
             rng is derived for it).
         workers: threads for CPU work (transform and collation); 0 builds on the
-            event loop's thread.
+            event loop's thread; ``"auto"``: tuned while the loader runs.
         executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
             whole steps into recycled shared memory, for transforms that hold the GIL
             (transform, collator, samples and batches must pickle).
@@ -122,15 +144,24 @@ class DataLoader(Generic[SampleT, BatchT]):
             at once. ``None`` (default) means True for processes; ``False`` starts and stops
             them with every stream.
         prefetch: ring slots: how many steps are prepared ahead of the consumer (read
-            and built with workers; with ``workers=0`` read ahead and built when taken).
+            and built with workers; with ``workers=0`` read ahead and built when taken);
+            ``"auto"``: tuned while the loader runs.
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
             each stream.
         start_step: the cursor that ``async for batch in loader`` starts from.
+        autotune: bounds and pace for ``workers="auto"`` (build threads, from 1) and
+            ``prefetch="auto"`` (ring depth from 2, and reads in flight from
+            ``max_inflight_reads``); default ``AutoTune()``. Threads only (docs/workers.md).
+        on_error: what a sample whose read or transform raises does: ``"raise"`` (the
+            default) ends the stream at its step; ``"skip"`` replaces it by an index drawn
+            as a pure function of ``(seed, step, slot, attempt)``; a callable
+            ``on_error(error, index) -> sample | None`` returns the sample that takes the
+            slot, or None to skip (docs/bad-samples.md).
     """
 
     dataset: Any  # what the user passed (read-only after construction)
     sampler: Sampler
-    collator: Collator[Any, BatchT]
+    collator: Collator[Any, BatchT]  # as passed: a one-argument collator stays one
     transform: Transform | None
     seed: int
     workers: int
@@ -139,25 +170,32 @@ class DataLoader(Generic[SampleT, BatchT]):
     persistent_workers: bool
     prefetch: int
     max_inflight_reads: int
+    autotune: AutoTune | None
+    on_error: Any
 
     def __init__(
         self,
         dataset: Dataset[Any] | SyncDataset[Any],
         sampler: Sampler,
-        collator: Collator[SampleT, BatchT],
+        collator: Collator[SampleT, BatchT] | Callable[[Sequence[SampleT]], BatchT],
         *,
         seed: int,
         transform: Transform | None = None,
-        workers: int = 0,
+        workers: int | str = 0,
         executor: str = "thread",
         persistent_workers: bool | None = None,
-        prefetch: int = 8,
+        prefetch: int | str = 8,
         max_inflight_reads: int = 64,
         start_step: int = 0,
+        autotune: AutoTune | None = None,
+        on_error: OnError = "raise",
     ) -> None:
         check_sampler(sampler)
         if not callable(collator):
             raise TypeError(f"collator must be callable but got {type(collator).__name__}")
+        build_collator: Callable[..., Any] = collator
+        if not collator_takes_plan(collator):
+            build_collator = SamplesOnlyCollator(cast("Callable[[Sequence[Any]], Any]", collator))
         if transform is not None and not callable(transform):
             raise TypeError(
                 f"transform must be callable or None but got {type(transform).__name__}"
@@ -170,7 +208,21 @@ class DataLoader(Generic[SampleT, BatchT]):
                 f"sampler must address at most len(dataset) = {length} items but "
                 f"{sampler!r} addresses {items}"
             )
-        requested_workers = as_int("workers", workers)
+        auto_workers, auto_prefetch = workers == AUTO, prefetch == AUTO
+        if autotune is not None and not isinstance(autotune, AutoTune):
+            raise TypeError(f"autotune must be an AutoTune or None but got {autotune!r}")
+        if autotune is not None and not (auto_workers or auto_prefetch):
+            raise ValueError(
+                "autotune needs workers='auto' or prefetch='auto' but got "
+                f"workers={workers!r}, prefetch={prefetch!r}"
+            )
+        if (auto_workers or auto_prefetch) and executor != "thread":
+            raise ValueError(
+                "workers='auto' and prefetch='auto' tune build threads; executor must be "
+                f"'thread' but got {executor!r}"
+            )
+        settings = autotune if autotune is not None else AutoTune()
+        requested_workers = 1 if auto_workers else as_int("workers", workers)
         if requested_workers < 0:
             raise ValueError(f"workers must be an integer >= 0 but got {requested_workers}")
         checked_seed = u64("seed", seed)
@@ -193,7 +245,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         config = LoaderConfig(
             dataset=dataset,
             sampler=sampler,
-            collator=collator,
+            collator=build_collator,
             transform=transform,
             takes_rng=transform is not None and transform_takes_rng(transform),
             seed=checked_seed,
@@ -201,24 +253,45 @@ class DataLoader(Generic[SampleT, BatchT]):
             workers=threads,
             requested_workers=requested_workers,
             executor=executor,
-            prefetch=positive_up_to("prefetch", prefetch, PREFETCH_LIMIT),
+            prefetch=(
+                min(AUTO_START_PREFETCH, settings.max_prefetch)
+                if auto_prefetch
+                else positive_up_to("prefetch", prefetch, PREFETCH_LIMIT)
+            ),
             max_inflight_reads=positive_up_to(
                 "max_inflight_reads", max_inflight_reads, READS_LIMIT
             ),
+            on_error=check_on_error(
+                on_error, length if length is not None else items, checked_seed
+            ),
             persistent_workers=executor == "process" and persistent_workers is not False,
+            clock=settings.clock if auto_workers or auto_prefetch else time.perf_counter,
         )
         attributes = self.__dict__
-        for name in CONFIGURATION:
+        for name in CONFIGURATION - {"autotune", "collator", "on_error"}:
             attributes[name] = getattr(config, name)
+        attributes["collator"] = collator
+        attributes["on_error"] = on_error
         self._config = config
         self._cursor = ResumeCursor(u64("start_step", start_step))
         self._counters = LoaderCounters()
         self._works = self._counters.running  # the works of the streams still running
         self._latest: StreamWork[BatchT] | None = None
+        self._tuner: AutoTuner | None = None
+        if auto_workers or auto_prefetch:
+            start = Knobs(config.workers, config.prefetch, config.max_inflight_reads)
+            bounds = Knobs(
+                max(start.workers, settings.max_workers if auto_workers and threads else 0),
+                max(start.prefetch, settings.max_prefetch if auto_prefetch else 0),
+                max(start.reads, settings.max_inflight_reads if auto_prefetch else 0),
+            )
+            self._tuner = AutoTuner(settings, start, bounds, self._counters)
+        attributes["autotune"] = settings if self._tuner is not None else None
+        self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
         self._worker_pool = WorkerPool(
             self.workers,
             transform,
-            collator,
+            build_collator,
             persistent=self.persistent_workers,
             reader=sync_getter(dataset) if executor == "process" else None,
         )
@@ -265,7 +338,7 @@ class DataLoader(Generic[SampleT, BatchT]):
 
     def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
         work: StreamWork[BatchT] = StreamWork(
-            self._config, self._counters, start, stop, self._worker_pool
+            self._config, self._counters, start, stop, self._worker_pool, self._tuner
         )
         self._latest = work
         return BatchStream(work, self._cursor if moves_cursor else None)
@@ -283,10 +356,30 @@ class DataLoader(Generic[SampleT, BatchT]):
         return self.epoch()
 
     def __iter__(self) -> Iterator[BatchT]:
+        """The rest of the cursor's epoch, for synchronous code (a portal thread).
+
+        When the previous ``for batch in loader`` left this same epoch early (``break``),
+        this loop serves the rest of that epoch, where torch's ``DataLoader`` would start a
+        new one: a one-line warning on the ``aioloader.resume`` logger says so (silence it
+        with ``logging.getLogger("aioloader.resume").setLevel(logging.ERROR)``).
+        """
         from ._blocking import iterate_blocking
 
         steps = self.steps_per_epoch
-        return iterate_blocking(self, None, (self._cursor.step // steps + 1) * steps)
+        step = self._cursor.step
+        end = (step // steps + 1) * steps
+        if self._sync_epoch_end == end and step % steps:
+            resume_logger.warning(
+                "aioloader: this for loop resumes epoch %d at global step %d (%d of %d steps "
+                "left) because the previous loop left it early; torch would start a new "
+                "epoch (silence: logging.getLogger('aioloader.resume').setLevel(logging.ERROR))",
+                step // steps,
+                step,
+                end - step,
+                steps,
+            )
+        self._sync_epoch_end = end
+        return iterate_blocking(self, None, end)
 
     def iter_sync(
         self,
@@ -355,6 +448,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         self._cursor.step = check_state(
             state, STATE_VERSION, self.seed, fingerprint, description, check_stream=check_stream
         )
+        self._sync_epoch_end = None  # a resume mid-epoch is what the caller asked for
 
     def statistics(self) -> LoaderStatistics:
         """Counters of the loader, with the ring of the latest stream."""
@@ -377,6 +471,10 @@ class DataLoader(Generic[SampleT, BatchT]):
             next_step=self._cursor.step,
             ring=ring,
             processes=self._worker_pool.statistics(),
+            knobs=self._tuner.knobs if self._tuner is not None else None,
+            decisions=tuple(self._tuner.decisions) if self._tuner is not None else (),
+            samples_skipped=stats.samples_skipped,
+            skipped=tuple(stats.skipped),
         )
 
     def __repr__(self) -> str:

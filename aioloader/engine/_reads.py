@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
@@ -95,6 +95,13 @@ class ReadBound:
                     self._waiters.pop(0).set()
                 raise
 
+    def raise_limit(self, limit: int) -> None:
+        """Allow ``limit`` reads in flight (at least the current bound) and wake the waiters."""
+        self.limit = max(self.limit, limit)
+        waiters, self._waiters = self._waiters, []
+        for event in waiters:
+            event.set()
+
     def unacquire(self) -> None:
         """Give back a unit taken for a read that did not happen (no slot was left)."""
         self.total -= 1
@@ -156,6 +163,38 @@ def make_batch_reader(
     if is_in_memory(dataset):
         return _inline_reader(getter, bound)
     return _thread_reader(getter, bound, threads, chunks)
+
+
+SampleReader = Callable[[int], Awaitable[Any]]
+
+
+def make_sample_reader(dataset: Any) -> SampleReader:
+    """A coroutine function reading one sample by index (to replace a bad sample)."""
+    kind = describe_dataset_kind(dataset)
+    if kind == "batched":
+
+        async def read_batched(index: int) -> Any:
+            samples = await dataset.get_samples([index])
+            if len(samples) != 1:
+                raise ValueError(
+                    f"get_samples must return one sample per index (1) but returned {len(samples)}"
+                )
+            return samples[0]
+
+        return read_batched
+    if kind == "async":
+        return cast(SampleReader, dataset.get_sample)
+    getter = getattr(dataset, "get_sample", None)
+    if not callable(getter):
+        getter = dataset.__getitem__
+    in_memory = is_in_memory(dataset)
+
+    async def read_sync(index: int) -> Any:
+        if in_memory:
+            return getter(index)
+        return await anyio.to_thread.run_sync(getter, index)
+
+    return read_sync
 
 
 def _check_count(plan: BatchPlan, samples: Sequence[Any]) -> list[Any]:

@@ -1,7 +1,8 @@
 """The ordered prefetch ring (docs/contract.md, "Order, errors, resumption").
 
 Step ``g`` lives in slot ``g mod capacity``. A step may be claimed only while
-``g < next_to_take + capacity``, so slots never collide; builders fill slots in any order;
+``g < next_to_take + depth`` (``depth <= capacity``, deepened by ``deepen``), so slots never
+collide; builders fill slots in any order;
 the consumer takes them in step order. The bookkeeping is synchronous (``*_nowait``);
 the async methods only wait for it to change.
 """
@@ -50,8 +51,10 @@ class PrefetchRing(Generic[T]):
         start: int,
         stop: int | None,
         release: Callable[[T], None] | None = None,
+        depth: int | None = None,
     ) -> None:
         self._capacity = capacity
+        self._depth = capacity if depth is None else min(depth, capacity)
         self._release = release
         self._slots: list[_Outcome[T] | None] = [None] * capacity
         self._next_to_take = start
@@ -76,6 +79,18 @@ class PrefetchRing(Generic[T]):
         await changed.wait()
 
     @property
+    def depth(self) -> int:
+        """How many steps may be claimed ahead of the consumer."""
+        return self._depth
+
+    def deepen(self, depth: int) -> None:
+        """Let builders claim up to ``depth`` steps ahead (at most the capacity)."""
+        depth = min(max(depth, self._depth), self._capacity)
+        if depth != self._depth:
+            self._depth = depth
+            self._notify()
+
+    @property
     def next_to_take(self) -> int:
         """The step the consumer receives next."""
         return self._next_to_take
@@ -83,7 +98,7 @@ class PrefetchRing(Generic[T]):
     def statistics(self) -> RingStatistics:
         """Current occupancy and cursors."""
         return RingStatistics(
-            self._capacity,
+            self._depth,
             self._next_to_take,
             self._next_to_claim,
             self._building,
@@ -97,12 +112,12 @@ class PrefetchRing(Generic[T]):
     def claim_nowait(self) -> int | None:
         """Claim the next step to build; ``None`` when there is nothing left to claim.
 
-        Raises WouldBlock when the window ``next_to_take + capacity`` is full.
+        Raises WouldBlock when the window ``next_to_take + depth`` is full.
         """
         if self._finished():
             return None
         step = self._next_to_claim
-        if step >= self._next_to_take + self._capacity:
+        if step >= self._next_to_take + self._depth:
             raise WouldBlock
         self._next_to_claim = step + 1
         self._building += 1

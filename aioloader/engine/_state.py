@@ -39,23 +39,34 @@ def check_state(
     *,
     check_stream: bool,
 ) -> int:
-    """The ``next_step`` of a saved state, after checking it belongs to this stream."""
+    """The ``next_step`` of a saved state, after checking it belongs to this stream.
+
+    Each field is checked on its own first (version, then the types and ranges of
+    ``seed`` and ``next_step``), so a malformed state is named by its bad field, never
+    reported as a fingerprint mismatch.
+    """
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a mapping but got {type(state).__name__}")
     missing = {"seed", "next_step"} - set(state)
     if missing:
         raise ValueError(f"state must have keys seed and next_step but lacks {sorted(missing)}")
     saved_version = state.get("version", 1)
-    if saved_version not in (1, version):
+    if isinstance(saved_version, bool) or saved_version not in (1, version):
         raise ValueError(
             f"state['version'] must be 1 or {version} (what this aioloader writes) but got "
             f"{saved_version!r}"
         )
     saved_seed = u64("state['seed']", state["seed"])
+    next_step = u64("state['next_step']", state["next_step"])
     if saved_seed != seed:
         raise ValueError(f"state['seed'] must equal the loader's seed {seed} but got {saved_seed}")
     if check_stream and saved_version != 1:
         saved = state.get("fingerprint")
+        if not isinstance(saved, str):
+            raise TypeError(
+                "state['fingerprint'] must be the str that state_dict() wrote but got "
+                f"{type(saved).__name__} ({saved!r})"
+            )
         if saved != fingerprint:
             raise ValueError(
                 "state['fingerprint'] must match this loader's stream but the state was "
@@ -63,4 +74,4 @@ def check_state(
                 f"loader streams {description} (fingerprint {fingerprint}); pass "
                 "check_stream=False to resume the new stream at the saved step on purpose"
             )
-    return u64("state['next_step']", state["next_step"])
+    return next_step

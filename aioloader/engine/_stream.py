@@ -20,7 +20,6 @@ stream running: the next call returns that same step.
 from __future__ import annotations
 
 import enum
-import time
 from typing import Generic, TypeVar
 
 import anyio
@@ -128,7 +127,8 @@ class BatchStream(Generic[BatchT]):
                 raise LoaderClosedError("this batch stream was closed with aclose()")
         work = self._work
         stats = work.counters
-        started = time.perf_counter()
+        clock = work.config.clock
+        started = clock()
         try:
             batch = await work.ring.take()
             if isinstance(batch, Unbuilt):
@@ -145,10 +145,13 @@ class BatchStream(Generic[BatchT]):
             work.cancel()
             raise
         finally:
-            stats.consumer_wait_seconds += time.perf_counter() - started
+            stats.consumer_wait_seconds += clock() - started
         stats.batches_delivered += 1
+        next_step = work.ring.next_to_take
         if self._cursor_here:
-            self._cursor.step = work.ring.next_to_take  # type: ignore[union-attr]
+            self._cursor.step = next_step  # type: ignore[union-attr]
+        if work.tuner is not None:
+            work.tuner.delivered(next_step, work)
         return batch
 
     async def aclose(self) -> None:

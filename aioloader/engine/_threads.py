@@ -23,11 +23,23 @@ class BuildThreads:
     hands its result to ``discard`` (say, to release a pooled batch), then re-raises.
     """
 
-    __slots__ = ("_call_soon", "_executor")
+    __slots__ = ("_call_soon", "_executor", "_retired", "workers")
 
     def __init__(self, workers: int) -> None:
+        self.workers = workers
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="aioloader-build")
+        self._retired: list[ThreadPoolExecutor] = []
         self._call_soon = threadsafe_caller()
+
+    def grow(self, workers: int) -> None:
+        """Run later jobs on ``workers`` threads; jobs already queued finish where they are."""
+        if workers <= self.workers:
+            return
+        self.workers = workers
+        old = self._executor
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="aioloader-build")
+        old.shutdown(wait=False)
+        self._retired.append(old)
 
     async def run(
         self,
@@ -58,4 +70,5 @@ class BuildThreads:
 
     def close(self) -> None:
         """Let the threads exit (every job has been awaited or cancelled) and join them."""
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        for executor in (*self._retired, self._executor):
+            executor.shutdown(wait=True, cancel_futures=True)

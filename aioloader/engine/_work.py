@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
@@ -19,12 +18,15 @@ import sniffio
 
 from .._compat import add_note
 from .._threadsafe import threadsafe_caller
+from ..core._autotune import Knobs
 from ..core._plan import BatchPlan
 from ..core._pool import release_batch
-from ._build import build_batch
+from ._autotune import AutoTuner
+from ._bad_samples import StepRepairs
+from ._build import TRANSFORM_SLOT, build_batch
 from ._config import LoaderConfig, LoaderCounters
 from ._processes import ProcessBuilders
-from ._reads import BatchReader, ReadBound, make_batch_reader
+from ._reads import BatchReader, ReadBound, add_slot_note, make_batch_reader, make_sample_reader
 from ._ring import PrefetchRing
 from ._threads import BuildThreads
 from ._worker_pool import WorkerPool
@@ -60,12 +62,22 @@ class StreamWork(Generic[BatchT]):
         start: int,
         stop: int | None,
         pool: WorkerPool | None = None,
+        tuner: AutoTuner | None = None,
     ) -> None:
         self.config = config
         self._pool = pool  # the loader's worker processes (executor="process")
         self.counters = counters
-        self.ring: PrefetchRing[BatchT] = PrefetchRing(config.prefetch, start, stop, release_batch)
-        self.bound = ReadBound(config.max_inflight_reads)
+        self.tuner = tuner  # workers="auto" / prefetch="auto": the loader's knobs
+        if tuner is None:
+            self.ring: PrefetchRing[BatchT] = PrefetchRing(
+                config.prefetch, start, stop, release_batch
+            )
+            self.bound = ReadBound(config.max_inflight_reads)
+        else:
+            self.ring = PrefetchRing(
+                tuner.bounds.prefetch, start, stop, release_batch, depth=tuner.knobs.prefetch
+            )
+            self.bound = ReadBound(tuner.knobs.reads)
         self._start = start
         self._stop = stop
         self._scope: anyio.CancelScope | None = None
@@ -73,6 +85,7 @@ class StreamWork(Generic[BatchT]):
         self._threads: BuildThreads | None = None
         self._processes: ProcessBuilders | None = None
         self._read: BatchReader | None = None
+        self._read_one = make_sample_reader(config.dataset)
         self._loop_thread: int | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._ended: anyio.Event | None = None
@@ -105,6 +118,18 @@ class StreamWork(Generic[BatchT]):
         if self._ended is not None:
             await self._ended.wait()
 
+    @property
+    def reads_peak(self) -> int:
+        """The most reads in flight this stream has had."""
+        return self.bound.peak
+
+    def retune(self, knobs: Knobs) -> None:
+        """Apply the tuner's ``knobs``: more build threads, a deeper ring, more reads."""
+        if self._threads is not None:
+            self._threads.grow(knobs.workers)
+        self.ring.deepen(knobs.prefetch)
+        self.bound.raise_limit(knobs.reads)
+
     # -- hosting ----------------------------------------------------------------------------
     def spawn(self) -> None:
         """Run the work in a background task of the running event loop (bare ``async for``)."""
@@ -134,20 +159,22 @@ class StreamWork(Generic[BatchT]):
         ring = self.ring
         self.running = True
         self.counters.work_started(self)
+        tuner = self.tuner
+        if tuner is not None:
+            tuner.begin(self._start)
         assert self._scope is not None
         try:
             with self._scope:
-                builders = config.prefetch
+                builders = config.prefetch if tuner is None else tuner.bounds.prefetch
                 if self._stop is not None:
                     builders = max(1, min(builders, self._stop - self._start))
-                if config.workers > 0 and config.executor == "thread":
-                    self._threads = BuildThreads(config.workers)
+                workers = config.workers if tuner is None else tuner.knobs.workers
+                if workers > 0 and config.executor == "thread":
+                    self._threads = BuildThreads(workers)
                 elif config.executor == "process":  # worker processes build whole steps
                     assert self._pool is not None
                     self._processes = await self._pool.acquire()
-                self._read = make_batch_reader(
-                    config.dataset, self.bound, self._threads, config.workers
-                )
+                self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
                 plan_reads = getattr(config.dataset, "plan_reads", None)
                 if callable(plan_reads):  # a source that reads by the plan: off the loop
                     await anyio.to_thread.run_sync(
@@ -202,28 +229,49 @@ class StreamWork(Generic[BatchT]):
         config = self.config
         stats = self.counters
         plan = await self._plan(step)
+        clock = config.clock
         processes = self._processes
-        if processes is not None and processes.reads_in_workers:  # only the plan goes
-            build_started = time.perf_counter()
+        policy = config.on_error
+        if processes is not None and processes.reads_in_workers and policy is None:
+            # only the plan goes (with a bad-sample policy the parent reads, to repair)
+            build_started = clock()
             self.bound.total += plan.size
             batch = await processes.build(plan, None)
-            stats.build_seconds += time.perf_counter() - build_started
+            stats.build_seconds += clock() - build_started
             stats.batches_built += 1
             return batch  # type: ignore[no-any-return]
-        read_started = time.perf_counter()
+        read_started = clock()
         assert self._read is not None
-        samples = await self._read(plan, group)
-        build_started = time.perf_counter()
+        repairs = None if policy is None else StepRepairs(policy, plan, stats)
+        if repairs is None:
+            samples = await self._read(plan, group)
+        else:
+            samples = await self._read_repaired(plan, group, repairs)
+        build_started = clock()
         stats.read_seconds += build_started - read_started
-        threads = self._threads
-        if processes is not None:
-            batch = await processes.build(plan, samples)
-            stats.build_seconds += time.perf_counter() - build_started
-            stats.batches_built += 1
-            return batch  # type: ignore[no-any-return]
-        if threads is None:
+        if repairs is None and self._threads is None and processes is None:
             return cast(BatchT, Unbuilt(plan, samples))
-        batch = await threads.run(
+        while True:
+            try:
+                batch = await self._build(plan, samples)
+            except Exception as error:
+                slot = getattr(error, TRANSFORM_SLOT, None)
+                if repairs is None or not isinstance(slot, int):
+                    raise
+                samples[slot] = await repairs.replace(slot, error, self._read_one)
+            else:
+                break
+        stats.build_seconds += clock() - build_started
+        stats.batches_built += 1
+        return cast(BatchT, batch)
+
+    async def _build(self, plan: BatchPlan, samples: list[Any]) -> Any:
+        config = self.config
+        if self._processes is not None:
+            return await self._processes.build(plan, samples)
+        if self._threads is None:  # workers=0 with a bad-sample policy: build on the loop
+            return build_batch(plan, samples, config.transform, config.collator, config.takes_rng)
+        return await self._threads.run(
             build_batch,
             plan,
             samples,
@@ -232,9 +280,31 @@ class StreamWork(Generic[BatchT]):
             config.takes_rng,
             discard=release_batch,
         )
-        stats.build_seconds += time.perf_counter() - build_started
-        stats.batches_built += 1
-        return batch  # type: ignore[no-any-return]
+
+    async def _read_repaired(
+        self, plan: BatchPlan, group: anyio.abc.TaskGroup, repairs: StepRepairs
+    ) -> list[Any]:
+        """The step's samples, each failed read replaced under the loader's ``on_error``.
+
+        The batch is read as usual; only when that fails is each slot read on its own, so
+        the slots that fail are known (a batch error that no single read repeats is raised).
+        """
+        assert self._read is not None
+        try:
+            return await self._read(plan, group)
+        except Exception as error:
+            batch_error = error
+        samples = []
+        for slot, index in enumerate(repairs.indices):
+            try:
+                sample = await self._read_one(index)
+            except Exception as error:
+                add_slot_note(error, plan, slot)
+                sample = await repairs.replace(slot, error, self._read_one)
+            samples.append(sample)
+        if not repairs.failures:
+            raise batch_error
+        return samples
 
     async def _plan(self, step: int) -> BatchPlan:
         plan = self.config.plan
@@ -250,10 +320,10 @@ class StreamWork(Generic[BatchT]):
     def build_now(self, unbuilt: Unbuilt) -> BatchT:
         """Build a step read ahead with ``workers=0``, in the consumer's task."""
         config = self.config
-        started = time.perf_counter()
+        started = config.clock()
         batch = build_batch(
             unbuilt.plan, unbuilt.samples, config.transform, config.collator, config.takes_rng
         )
-        self.counters.build_seconds += time.perf_counter() - started
+        self.counters.build_seconds += config.clock() - started
         self.counters.batches_built += 1
         return batch  # type: ignore[no-any-return]

@@ -11,8 +11,10 @@ decoding happen in the same thread call, so each image costs one hop off the eve
 from __future__ import annotations
 
 import io
+import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -21,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ObjectNotFoundError, SourceError
+from .._progress import Progress
 from ._concurrency import PerLoop, gather_ordered
 from ._local import PathLike, check_index
 
@@ -32,6 +35,7 @@ IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".
 ImageDecoder = Callable[[bytes, int, Path], Any]
 """``decode(data, index, path)``: a Pillow image or a uint8 array ``[H, W]``/``[H, W, C]``."""
 
+logger = logging.getLogger("aioloader.samples")
 _SCALE = np.float32(1.0) / np.float32(255.0)
 
 
@@ -119,6 +123,11 @@ class ImageFolder:
         crop: ``"center"`` or None, how ``size`` is reached (see above).
         to_float: float32 ``[C, H, W]`` in ``[0, 1]`` (True) or uint8 ``[H, W, C]``.
         threads: Most images decoded at once (per event loop).
+        validate: Read and decode every file once, up front, in ``threads`` threads (with
+            a progress bar on a terminal), and drop those that fail (empty, truncated,
+            not an image) from the index, so ``len()`` counts only valid files. What was
+            dropped is in ``invalid`` (path and reason) and logged as one warning on the
+            ``aioloader.samples`` logger.
 
     >>> import tempfile, pathlib, anyio
     >>> from PIL import Image
@@ -148,6 +157,7 @@ class ImageFolder:
         crop: Literal["center"] | None = "center",
         to_float: bool = True,
         threads: int = 8,
+        validate: bool = False,
     ) -> None:
         if decode != "pillow" and not callable(decode):
             raise TypeError(f"decode must be 'pillow' or callable but got {decode!r}")
@@ -178,6 +188,44 @@ class ImageFolder:
         self._limiter: PerLoop[anyio.CapacityLimiter] = PerLoop(
             lambda: anyio.CapacityLimiter(threads)
         )
+        self.invalid: tuple[tuple[Path, str], ...] = ()
+        if not isinstance(validate, bool):
+            raise TypeError(f"validate must be a bool but got {type(validate).__name__}")
+        if validate:
+            self._drop_invalid()
+
+    def _drop_invalid(self) -> None:
+        """Decode every file once in threads; keep the samples that decode."""
+        count = len(self.samples)
+        bar = Progress(count, "images checked")
+
+        def check(index: int) -> str | None:
+            try:
+                self.load(index)
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}"
+            return None
+
+        reasons: list[str | None] = []
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="aioloader-validate") as pool:
+            for reason in pool.map(check, range(count)):
+                reasons.append(reason)
+                bar.advance()
+        kept = tuple(item for item, why in zip(self.samples, reasons, strict=True) if why is None)
+        self.invalid = tuple(
+            (item[0], why) for item, why in zip(self.samples, reasons, strict=True) if why
+        )
+        self.samples = kept
+        if self.invalid:
+            shown = ", ".join(str(path) for path, _ in self.invalid[:5])
+            more = f" and {len(self.invalid) - 5} more" if len(self.invalid) > 5 else ""
+            logger.warning(
+                "aioloader: ImageFolder dropped %d of %d files that do not decode: %s%s",
+                len(self.invalid),
+                count,
+                shown,
+                more,
+            )
 
     @staticmethod
     def _explicit(

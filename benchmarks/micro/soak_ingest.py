@@ -119,6 +119,7 @@ def _start_server() -> tuple[subprocess.Popen[str], str]:
 def _ingest_command(urls: Path, out: Path, shard_samples: int) -> list[str]:
     command = [sys.executable, "-m", "aioloader", "ingest", str(urls), str(out)]
     command += ["--max-in-flight", "512", "--per-host", "512", "--read-timeout", "1"]
+    command += ["--allow-address", "127.0.0.1"]  # the server is on loopback, refused by default
     return [*command, "--retries", "0", "--shard-samples", str(shard_samples)]
 
 

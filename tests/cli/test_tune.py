@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aioloader.cli._tune import MAX_ROWS, worker_counts
+from aioloader.cli._tune import MAX_ROWS, describe_autotune, worker_counts
+from aioloader.core._autotune import Decision, Knobs
 from tests.cli.helpers import Fail, Run
 
 
@@ -65,3 +66,37 @@ def test_bad_step(fail: Fail) -> None:
     assert fail("tune", "--step-ms", "nan").startswith(
         "error: argument --step-ms: must be a finite number > 0 but got nan"
     )
+
+
+def test_describe_autotune_lists_each_decision() -> None:
+    decisions = (
+        Decision(8, "workers", 1, 2, "consumer waited 40% of the window; build 2s >= read 1s"),
+        Decision(16, "prefetch", 2, 4, "consumer waited 9% of the window; read 3s > build 1s"),
+    )
+    lines = describe_autotune(Knobs(1, 2, 64), Knobs(2, 4, 64), decisions)
+    assert lines == [
+        "auto chose: workers=2, prefetch=4, reads in flight=64",
+        "started at workers=1, prefetch=2, reads in flight=64; decisions:",
+        "  step 8: workers 1 -> 2 (consumer waited 40% of the window; build 2s >= read 1s)",
+        "  step 16: prefetch 2 -> 4 (consumer waited 9% of the window; read 3s > build 1s)",
+    ]
+
+
+def test_auto_runs_the_config_and_reports_its_choice(run: Run, tmp_path: Path) -> None:
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps({"count": 64, "batch_size": 8}))
+    lines = run("tune", str(config), "--auto", "--step-ms", "1", "--batches", "16").splitlines()
+    assert lines[0].startswith("ran 16 batches autotuned against a 1 ms step; consumer waited ")
+    assert lines[1].startswith("auto chose: workers=")
+    if lines[2].startswith("no change"):
+        assert lines[1] == "auto chose: workers=1, prefetch=2, reads in flight=64"
+        assert len(lines) == 3
+    else:
+        assert lines[2] == "started at workers=1, prefetch=2, reads in flight=64; decisions:"
+        assert lines[3:]
+        assert all(line.startswith("  step ") for line in lines[3:])
+
+
+def test_auto_takes_no_load_ms(fail: Fail) -> None:
+    message = fail("tune", "--auto", "--step-ms", "1", "--load-ms", "5")
+    assert "--auto measures a real run, so it takes no --load-ms" in message

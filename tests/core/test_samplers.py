@@ -387,3 +387,40 @@ def test_recent_epochs_builds_each_epoch_once_and_keeps_the_latest() -> None:
     epochs.get(1, 0)
     epochs.get(1, 1)
     assert built == [(1, 0), (1, 1), (1, 2), (1, 1)]
+
+
+BUCKET_LENGTHS = [5, 23, 9, 31, 14, 7, 18, 4, 27, 11, 16, 8, 3, 40]
+
+
+def test_bucketed_without_drop_last_serves_every_item_once_with_one_short_batch() -> None:
+    kept = BucketedSampler(BUCKET_LENGTHS, 4, 2)
+    sampler = BucketedSampler(BUCKET_LENGTHS, 4, 2, drop_last=False)
+    assert (kept.steps_per_epoch, sampler.steps_per_epoch) == (3, 4)
+    assert repr(kept) == "BucketedSampler(n=14, batch_size=4, pool_batches=2)"
+    assert repr(sampler) == "BucketedSampler(n=14, batch_size=4, pool_batches=2, drop_last=False)"
+    for epoch in (0, 1):
+        batches = [sampler.indices(11, epoch, step).tolist() for step in range(4)]
+        assert sorted(len(batch) for batch in batches) == [2, 4, 4, 4]
+        assert sorted(i for batch in batches for i in batch) == list(range(14))
+        for batch in batches:
+            keys = [(BUCKET_LENGTHS[i], i) for i in batch]
+            assert keys == sorted(keys)
+        plan = sampler.epoch_plan(11, epoch)
+        assert plan.tolist() == [i for batch in batches for i in batch]
+        assert not plan.flags.writeable
+    assert [sampler.indices(11, 0, step).tolist() for step in range(4)] == [
+        [6, 1, 3, 13],
+        [7, 5, 11, 4],
+        [12, 0, 2, 9],
+        [10, 8],
+    ]
+
+
+def test_bucketed_without_a_remainder_is_the_same_with_or_without_drop_last() -> None:
+    lengths = BUCKET_LENGTHS[:12]
+    kept, full = BucketedSampler(lengths, 4, 2), BucketedSampler(lengths, 4, 2, drop_last=False)
+    assert [kept.indices(5, 2, s).tolist() for s in range(3)] == [
+        full.indices(5, 2, s).tolist() for s in range(3)
+    ]
+    with pytest.raises(TypeError, match="drop_last must be a bool but got int"):
+        BucketedSampler(lengths, 4, 2, drop_last=0)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ def test_every_stream_id_is_pinned() -> None:
         "BLOCK_ITEM_ORDER": 106,
         "RETRY_JITTER": 201,
         "SHUFFLE_BUFFER": 202,
+        "REPLACE_SAMPLE": 203,
     }
 
 

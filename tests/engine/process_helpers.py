@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aioloader._compat import add_note
 from aioloader.core import BatchPlan, ImageSample, SampleRng
 
 SPAWN_MARKER = b"multiprocessing.spawn"
@@ -159,3 +160,42 @@ class CountedRows:
         if index == self.fail_at:
             raise KeyError(f"no row {index}")
         return self.rows[index]
+
+
+BAD_INDICES = frozenset({3, 17})
+"""The indices whose sample the bad-sample tests cannot read or transform."""
+
+
+def index_rows(n: int) -> list[npt.NDArray[np.float64]]:
+    """Sample i is the row ``[i]``: a batch shows which indices it holds."""
+    return [np.array([float(i)]) for i in range(n)]
+
+
+def refuse_bad_rows(sample: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """A one-parameter transform that raises on the rows of ``BAD_INDICES``."""
+    if int(sample[0]) in BAD_INDICES:
+        raise ValueError(f"cannot transform row {int(sample[0])}")
+    return sample
+
+
+def stack_rows(samples: Sequence[npt.NDArray[np.float64]]) -> npt.NDArray[np.float64]:
+    """A torch-style one-argument collator: the rows stacked into a column."""
+    return np.concatenate(list(samples))
+
+
+N_ROWS = 40
+"""The length of ``SyncRows``."""
+
+
+class SyncRows:
+    """A sync dataset of ``N_ROWS`` rows whose ``BAD_INDICES`` raise OSError with a path."""
+
+    def __len__(self) -> int:
+        return N_ROWS
+
+    def __getitem__(self, index: int) -> npt.NDArray[np.float64]:
+        if index in BAD_INDICES:
+            error = OSError(f"cannot read sample {index}")
+            add_note(error, f"path: /data/{index}.bin")
+            raise error
+        return np.array([float(index)])

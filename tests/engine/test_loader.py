@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -255,3 +256,43 @@ def test_constructor_rejects_bad_arguments() -> None:
         loader.load_state_dict({"seed": 1, "next_step": 3})
     with pytest.raises(ValueError, match=r"^stop must be >= start \(3\) but got 1$"):
         loader.stream(3, 1)
+
+
+def test_a_for_loop_after_break_warns_that_it_resumes_the_epoch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loader = make_loader(n=20, batch=5)  # 4 steps per epoch
+    with caplog.at_level(logging.WARNING, logger="aioloader.resume"):
+        for _ in loader:
+            break
+        assert [r.getMessage() for r in caplog.records] == []
+        assert [batch.global_step for batch in loader] == [1, 2, 3]
+        assert [batch.global_step for batch in loader] == [4, 5, 6, 7]  # a whole epoch
+    (record,) = caplog.records
+    assert record.name == "aioloader.resume"
+    assert record.getMessage().startswith(
+        "aioloader: this for loop resumes epoch 0 at global step 1 (3 of 4 steps left)"
+    )
+
+
+def test_the_resume_warning_is_silenced_by_its_logger_and_not_given_after_a_load(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loader = make_loader(n=20, batch=5)
+    with caplog.at_level(logging.WARNING, logger="aioloader.resume"):
+        for _ in loader:
+            break
+        loader.load_state_dict(loader.state_dict())  # an explicit resume: no warning
+        assert [batch.global_step for batch in loader] == [1, 2, 3]
+    assert caplog.records == []
+    silenced = make_loader(n=20, batch=5)
+    resume = logging.getLogger("aioloader.resume")
+    with caplog.at_level(logging.WARNING):
+        resume.setLevel(logging.ERROR)
+        try:
+            for _ in silenced:
+                break
+            assert [batch.global_step for batch in silenced] == [1, 2, 3]
+        finally:
+            resume.setLevel(logging.NOTSET)
+    assert caplog.records == []

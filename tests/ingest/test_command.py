@@ -177,7 +177,16 @@ def test_resuming_with_a_changed_input_or_setting_is_refused_by_the_command(
     lines = [server.url(f"/img/{i}.jpg") + "\n" for i in range(60)]
     urls.write_text("".join(lines))
     out = tmp_path / "out"
-    base = ["ingest", str(urls), str(out), "--shard-samples", "20", "--quiet"]
+    base = [
+        "ingest",
+        str(urls),
+        str(out),
+        "--shard-samples",
+        "20",
+        "--quiet",
+        "--allow-address",
+        "127.0.0.1",
+    ]
     assert main([*base, "--stop", "40", "--content-type", "image/"]) == 0
     capsys.readouterr()
     assert main(base) == 2
@@ -201,7 +210,16 @@ def test_an_appended_input_needs_the_flag(
     urls = tmp_path / "urls.txt"
     urls.write_text("".join(server.url(f"/img/{i}.jpg") + "\n" for i in range(30)))
     out = tmp_path / "out"
-    base = ["ingest", str(urls), str(out), "--shard-samples", "20", "--quiet"]
+    base = [
+        "ingest",
+        str(urls),
+        str(out),
+        "--shard-samples",
+        "20",
+        "--quiet",
+        "--allow-address",
+        "127.0.0.1",
+    ]
     assert main(base) == 0
     urls.write_text(urls.read_text() + server.url("/img/30.jpg") + "\n")
     capsys.readouterr()
@@ -224,7 +242,7 @@ def test_a_multipart_upload_killed_midway_is_aborted_on_resume(
     assert uploads is not None
     command = [sys.executable, "-m", "aioloader", "ingest", str(urls)]
     command += [f"s3://{s3_server.bucket}/{prefix}", "--shard-bytes", str(40 * size)]
-    command += ["--max-in-flight", "8", "--quiet"]
+    command += ["--max-in-flight", "8", "--quiet", "--allow-address", "127.0.0.1"]
     environment = {**os.environ, "AWS_ENDPOINT": s3_server.endpoint, "AWS_ALLOW_HTTP": "true"}
     environment.update(AWS_ACCESS_KEY_ID=s3_server.access_key_id, AWS_REGION=s3_server.region,
                        AWS_SECRET_ACCESS_KEY=s3_server.secret_access_key)  # fmt: skip

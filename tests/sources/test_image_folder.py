@@ -197,3 +197,37 @@ def test_a_root_without_class_folders(tmp_path: Path) -> None:
         ImageFolder(tmp_path)
     with pytest.raises(ValueError, match="root must be an existing folder but got None"):
         ImageFolder()
+
+
+def test_validate_drops_empty_and_truncated_files_with_a_report(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("cat", "dog"):
+        (tmp_path / name).mkdir()
+    for index in range(3):
+        Image.fromarray(pixels(index)).save(tmp_path / "cat" / f"{index}.jpg", quality=95)
+    whole = (tmp_path / "cat" / "0.jpg").read_bytes()
+    (tmp_path / "dog" / "truncated.jpg").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "dog" / "zero_bytes.jpg").write_bytes(b"")
+    Image.fromarray(pixels(7)).save(tmp_path / "dog" / "good.png")
+    assert len(ImageFolder(tmp_path)) == 6  # without validate every file counts
+    with caplog.at_level("WARNING", logger="aioloader.samples"):
+        checked = ImageFolder(tmp_path, validate=True, threads=2)
+    assert len(checked) == 4
+    assert [path.name for path in checked.paths] == ["0.jpg", "1.jpg", "2.jpg", "good.png"]
+    assert [(path.name, reason.split(":")[0]) for path, reason in checked.invalid] == [
+        ("truncated.jpg", "SourceError"),
+        ("zero_bytes.jpg", "SourceError"),
+    ]
+    assert checked.invalid[0][1].endswith("(sample 4): OSError: cannot load this image")
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "aioloader: ImageFolder dropped 2 of 6 files that do not decode: "
+        f"{tmp_path / 'dog' / 'truncated.jpg'}, {tmp_path / 'dog' / 'zero_bytes.jpg'}"
+    )
+    assert ImageFolder(tmp_path, classes=["cat"], validate=True).invalid == ()
+
+
+def test_validate_must_be_a_bool(folder: Path) -> None:
+    with pytest.raises(TypeError, match="validate must be a bool but got str"):
+        ImageFolder(folder, validate="yes")  # type: ignore[arg-type]

@@ -1,0 +1,127 @@
+"""``workers="auto"`` / ``prefetch="auto"``: bounds, and the tuner that turns the knobs.
+
+The tuner belongs to a loader and outlives its streams, so a later epoch starts where the
+last one ended. Every ``every`` delivered steps it measures what the stream did since the
+last decision (``LoaderCounters`` on the loader's clock), asks ``core._autotune.decide``
+which knob to turn and applies the answer to the running work. Knobs only grow, and they
+change how much runs at once, never what a step holds: batches stay bit-identical.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..core._autotune import Decision, Knobs, Window, decide
+from ..core._check import positive_up_to
+from ._config import LoaderCounters
+
+
+def _default_max_workers() -> int:
+    return min(8, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class AutoTune:
+    """Bounds and pace of ``workers="auto"`` and ``prefetch="auto"``.
+
+    Attributes:
+        max_workers: most build threads (``workers="auto"`` starts at 1).
+        max_prefetch: deepest ring (``prefetch="auto"`` starts at 2).
+        max_inflight_reads: most reads in flight per stream (with ``prefetch="auto"``,
+            starting at the loader's ``max_inflight_reads``).
+        every: decide after every ``every`` delivered steps.
+        wait_share: hold while the consumer waits less than this share of the time.
+        clock: measures waits, reads and builds (seconds); inject one to drive tests.
+    """
+
+    max_workers: int = field(default_factory=_default_max_workers)
+    max_prefetch: int = 64
+    max_inflight_reads: int = 1024
+    every: int = 8
+    wait_share: float = 0.05
+    clock: Callable[[], float] = time.perf_counter
+
+    def __post_init__(self) -> None:
+        positive_up_to("AutoTune.max_workers", self.max_workers, 1 << 12)
+        positive_up_to("AutoTune.max_prefetch", self.max_prefetch, 1 << 16)
+        positive_up_to("AutoTune.max_inflight_reads", self.max_inflight_reads, 1 << 20)
+        positive_up_to("AutoTune.every", self.every, 1 << 20)
+        if not 0.0 <= self.wait_share < 1.0:
+            raise ValueError(f"AutoTune.wait_share must be in [0, 1) but got {self.wait_share!r}")
+        if not callable(self.clock):
+            raise TypeError(f"AutoTune.clock must be callable but got {type(self.clock).__name__}")
+
+
+class TunableWork(Protocol):
+    """A running stream's work as the tuner sees it."""
+
+    @property
+    def reads_peak(self) -> int:
+        """The most reads in flight the stream has had."""
+
+    def retune(self, knobs: Knobs) -> None:
+        """Apply ``knobs`` (each at least its current value) to the running work."""
+
+
+@dataclass(slots=True)
+class _Mark:
+    clock: float
+    consumer_wait: float
+    read: float
+    build: float
+
+
+class AutoTuner:
+    """A loader's knobs, their bounds and the log of every change it made."""
+
+    __slots__ = ("_counters", "_mark", "_start", "bounds", "decisions", "knobs", "settings")
+
+    def __init__(self, settings: AutoTune, start: Knobs, bounds: Knobs, counters: LoaderCounters):
+        self.settings = settings
+        self.knobs = start
+        self.bounds = bounds
+        self.decisions: list[Decision] = []
+        self._counters = counters
+        self._mark: _Mark | None = None
+        self._start = 0
+
+    def _take_mark(self) -> _Mark:
+        counters = self._counters
+        return _Mark(
+            self.settings.clock(),
+            counters.consumer_wait_seconds,
+            counters.read_seconds,
+            counters.build_seconds,
+        )
+
+    def begin(self, start: int) -> None:
+        """A stream starts at global step ``start``: a window opens."""
+        self._start = start
+        self._mark = self._take_mark()
+
+    def delivered(self, next_step: int, work: TunableWork) -> Decision | None:
+        """A step was delivered: at every ``every``-th step of the stream, decide and apply."""
+        if self._mark is None or (next_step - self._start) % self.settings.every:
+            return None
+        old, new = self._mark, self._take_mark()
+        self._mark = new
+        window = Window(
+            elapsed=new.clock - old.clock,
+            consumer_wait=new.consumer_wait - old.consumer_wait,
+            read=new.read - old.read,
+            build=new.build - old.build,
+            reads_hit_limit=work.reads_peak >= self.knobs.reads,
+        )
+        decision = decide(next_step, window, self.knobs, self.bounds, self.settings.wait_share)
+        if decision is not None:
+            values = {"workers": self.knobs.workers, "prefetch": self.knobs.prefetch}
+            values["reads"] = self.knobs.reads
+            values[decision.knob] = decision.new
+            self.knobs = Knobs(**values)
+            self.decisions.append(decision)
+            work.retune(self.knobs)
+        return decision

@@ -1,0 +1,163 @@
+"""workers="auto" / prefetch="auto": batches never change, decisions react to the load.
+
+The measurements run on an injected clock that only the test's dataset, transform and
+"training" advance, so every decision falls at the same step on every backend.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from aioloader import AutoTune
+from aioloader.core import SampleRng, ShuffledSampler
+from aioloader.core._autotune import Knobs
+from aioloader.engine import DataLoader
+from aioloader.testing import MemoryDataset
+
+from .helpers import TrackingCollator, digests, jitter, make_samples
+from .test_loader import SEED, collect, make_loader, reference_digests
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeClock:
+    """Seconds that pass only when somebody calls ``advance`` (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds
+
+
+class TickingClock(FakeClock):
+    """Each reading is one second later than the last: every window looks starved."""
+
+    def __call__(self) -> float:
+        self.advance(1.0)
+        return super().__call__()
+
+
+class SlowAfterDataset:
+    """Reads cost nothing until ``slow`` is set, then ``cost`` clock seconds each."""
+
+    def __init__(self, clock: FakeClock, cost: float) -> None:
+        self.samples = make_samples(37)
+        self.clock = clock
+        self.cost = cost
+        self.slow = False
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    async def get_sample(self, index: int) -> npt.NDArray[np.float32]:
+        if self.slow:
+            self.clock.advance(self.cost)
+        return self.samples[index]
+
+
+async def test_auto_batches_equal_fixed_settings_while_knobs_change() -> None:
+    clock = TickingClock()
+    tune = AutoTune(max_workers=4, max_prefetch=16, max_inflight_reads=8, every=1, clock=clock)
+    loader = make_loader(workers="auto", prefetch="auto", max_inflight_reads=2, autotune=tune)
+    batches = await collect(loader, 3, 40)
+    fixed = await collect(make_loader(workers=2, prefetch=4), 3, 40)
+    assert digests(batches) == digests(fixed) == reference_digests(37, 5, 3, 40)
+    stats = loader.statistics()
+    assert len(stats.decisions) >= 3
+    assert stats.knobs is not None
+    assert stats.knobs != Knobs(1, 2, 2)
+    assert all(d.new > d.old for d in stats.decisions)
+    assert [d.step for d in stats.decisions] == sorted(d.step for d in stats.decisions)
+
+
+async def test_slow_reads_after_step_k_deepen_the_ring() -> None:
+    clock = FakeClock()
+    dataset = SlowAfterDataset(clock, cost=1.0)
+    tune = AutoTune(max_prefetch=8, every=4, clock=clock)
+    loader = make_loader(dataset=dataset, workers=0, prefetch="auto", autotune=tune)
+    got = []
+    async with loader.stream(0, 24) as batches:
+        async for batch in batches:
+            got.append(batch)
+            clock.advance(1.0)  # the training step
+            if batch.global_step == 9:
+                dataset.slow = True
+    assert digests(got) == reference_digests(37, 5, 0, 24)
+    decisions = loader.statistics().decisions
+    assert decisions[0].step == 12
+    assert (decisions[0].knob, decisions[0].old, decisions[0].new) == ("prefetch", 2, 4)
+    assert "read" in decisions[0].reason
+    assert "> build" in decisions[0].reason
+    assert all(d.step > 9 for d in decisions)
+
+
+async def test_slow_builds_after_step_k_add_threads() -> None:
+    clock = FakeClock()
+    slow = threading.Event()
+
+    def transform(sample: npt.NDArray[np.float32], rng: SampleRng) -> Any:
+        if slow.is_set():
+            clock.advance(1.0)
+        return jitter(sample, rng)
+
+    tune = AutoTune(max_workers=3, every=4, clock=clock)
+    loader: DataLoader[Any, Any] = DataLoader(
+        MemoryDataset(make_samples(37)),
+        ShuffledSampler(37, 5, drop_last=False),
+        TrackingCollator(),
+        seed=SEED,
+        transform=transform,
+        workers="auto",
+        prefetch=1,
+        autotune=tune,
+    )
+    got = []
+    async with loader.stream(0, 32) as batches:
+        async for batch in batches:
+            got.append(batch)
+            clock.advance(1.0)
+            if batch.global_step == 9:
+                slow.set()
+    assert digests(got) == reference_digests(37, 5, 0, 32)
+    stats = loader.statistics()
+    summary = [(d.step, d.knob, d.old, d.new) for d in stats.decisions]
+    assert summary == [(12, "workers", 1, 2), (16, "workers", 2, 3)]
+    assert stats.knobs == Knobs(workers=3, prefetch=1, reads=64)
+    assert stats.decisions[0].reason.startswith("consumer waited")
+
+
+async def test_tuned_knobs_carry_into_the_next_stream() -> None:
+    clock = TickingClock()
+    tune = AutoTune(max_workers=2, max_prefetch=4, every=1, clock=clock)
+    loader = make_loader(workers="auto", prefetch="auto", autotune=tune)
+    await collect(loader, 0, 16)
+    knobs = loader.statistics().knobs
+    assert knobs is not None
+    assert await collect(loader, 16, 24)
+    assert loader.statistics().knobs == knobs
+    assert (knobs.workers, knobs.prefetch) == (2, 4)
+
+
+def test_auto_rejects_bad_combinations() -> None:
+    with pytest.raises(ValueError, match="executor must be 'thread' but got 'process'"):
+        make_loader(workers="auto", executor="process")
+    with pytest.raises(ValueError, match="autotune needs workers='auto' or prefetch='auto'"):
+        make_loader(workers=1, autotune=AutoTune())
+    with pytest.raises(TypeError, match="autotune must be an AutoTune or None"):
+        make_loader(workers="auto", autotune={"max_workers": 2})
+    with pytest.raises(ValueError, match=r"AutoTune\.max_workers"):
+        AutoTune(max_workers=0)
+    with pytest.raises(ValueError, match=r"AutoTune.wait_share must be in \[0, 1\) but got 1.5"):
+        AutoTune(wait_share=1.5)
