@@ -118,6 +118,28 @@ class Case:
         }
 
 
+def port_case(
+    workload: str,
+    port: Port,
+    metric: str,
+    warm: int,
+    count: int,
+    baseline: bool = False,
+    facts: dict[str, Any] | None = None,
+) -> Case:
+    """The case of ``port``: ``port.measure(warm, count)`` each round, named as the port."""
+    return Case(
+        workload=workload,
+        system=port.name,
+        metric=metric,
+        measure=lambda: port.measure(warm, count),
+        baseline=baseline,
+        group=port.group,
+        note=port.note,
+        facts=dict(facts or {}),
+    )
+
+
 def run_interleaved(
     cases: Sequence[Case], rounds: int, log: Callable[[str], None] = print
 ) -> float:
@@ -352,3 +374,146 @@ def python_command() -> str:
     """The command line that started this process, as a person would type it."""
     argv = [Path(sys.argv[0]).as_posix(), *sys.argv[1:]]
     return "python " + " ".join(argv)
+
+
+# -- targets ------------------------------------------------------------------------------
+def median(case: Case | None) -> float | None:
+    """The case's median, or None without a case."""
+    return Case.summary(case)["median"] if case is not None else None
+
+
+def best(cases: Sequence[Case], workload: str, group: str, prefix: str = "") -> Case | None:
+    """The best measured row of ``group`` in ``workload`` whose name starts with ``prefix``."""
+    mine = [
+        c
+        for c in cases
+        if c.workload == workload and c.group == group and c.values and c.system.startswith(prefix)
+    ]
+    if not mine:
+        return None
+    pick = max if mine[0].higher_is_better else min
+    return pick(mine, key=lambda c: Case.summary(c)["median"])
+
+
+def target(text: str, mine: Case | None, theirs: Case | None, at_least: float) -> dict[str, Any]:
+    """The target ``median(mine) / median(theirs) >= at_least``, measured."""
+    if mine is None or theirs is None:
+        return {"target": text, "measured": "n/a (a row is missing)", "met": None}
+    a, b = median(mine), median(theirs)
+    value = a / b if a and b else 0.0
+    return {
+        "target": text,
+        "measured": f"{value:.2f}x ({mine.system} {a:,.0f} vs {theirs.system} {b:,.0f})",
+        "ratio": value,
+        "met": value >= at_least,
+    }
+
+
+def fact_target(text: str, measured: str, met: bool | None) -> dict[str, Any]:
+    """A target that is not a ratio of two rows."""
+    return {"target": text, "measured": measured, "met": met}
+
+
+# -- what is installed ----------------------------------------------------------------------
+def installed_rows(
+    workload: str,
+    optional: Sequence[tuple[str, Callable[[], list[Any]]]],
+    log: Callable[[str], None],
+) -> list[Any]:
+    """The rows ``build()`` of each ``(module, build)`` whose module imports; a missing
+    module's rows are left out, and the log says so."""
+    rows: list[Any] = []
+    for module, build in optional:
+        try:
+            __import__(module)
+        except ImportError as error:
+            log(f"  {workload}: {module} is not installed ({error}); its rows are left out")
+            continue
+        rows += build()
+    return rows
+
+
+def can_run(
+    workload: str, modules: Sequence[str], log: Callable[[str], None], weed: bool = False
+) -> bool:
+    """Whether ``modules`` import (and, with ``weed``, SeaweedFS is found); else log why."""
+    try:
+        for module in modules:
+            __import__(module)
+        if weed:
+            from tests._support.s3 import find_weed
+
+            find_weed()
+    except Exception as error:  # any missing piece: the workload is left out, and said so
+        log(f"  {workload} left out: {type(error).__name__}: {error}")
+        return False
+    return True
+
+
+# -- a row in a child process: "MARK [name]" lines, each answered, then "RESULT {json}" --------
+def child_say(line: str) -> None:
+    """In a child: one protocol line on the real stdout (logs go to stderr)."""
+    stdout = sys.__stdout__
+    assert stdout is not None
+    stdout.write(line + "\n")
+    stdout.flush()
+
+
+def child_mark(name: str = "") -> None:
+    """In a child: a mark the parent reads its counters at; returns once it has."""
+    child_say(f"MARK {name}".rstrip())
+    sys.stdin.readline()
+
+
+def run_child(
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    on_mark: Callable[[str], None],
+) -> tuple[dict[str, Any] | None, bool, int | None]:
+    """Run a child that speaks the protocol; ``on_mark(name)`` runs before each answer.
+
+    Returns the child's result (None if it sent none), whether the watchdog killed it
+    after ``timeout`` seconds, and its exit code.
+    """
+    import subprocess
+    import threading
+
+    child = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        child.kill()
+
+    watchdog = threading.Timer(timeout, kill)
+    watchdog.start()
+    result: dict[str, Any] | None = None
+    try:
+        assert child.stdout is not None
+        assert child.stdin is not None
+        for line in child.stdout:
+            if line.startswith("MARK"):
+                on_mark(line[len("MARK") :].strip())
+                child.stdin.write("ok\n")
+                child.stdin.flush()
+            elif line.startswith("RESULT "):
+                result = json.loads(line[len("RESULT ") :])
+        child.wait(60)
+    finally:
+        watchdog.cancel()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for pipe in (child.stdin, child.stdout):
+            if pipe is not None:
+                pipe.close()
+    return result, timed_out.is_set(), child.returncode

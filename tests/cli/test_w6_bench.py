@@ -1,4 +1,4 @@
-"""benchmarks/w6_*: the W6 data, the exactly-once check, and tar shards of every sample."""
+"""benchmarks/workloads/w6_*: the W6 data, the exactly-once check, tar shards of every sample."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _benchmark_module(name: str) -> ModuleType:
 
 
 def test_w6_data_is_seeded_jpegs_of_40_to_100_kb(tmp_path: Path) -> None:
-    w6_data = _benchmark_module("w6_data")
+    w6_data = _benchmark_module("workloads.w6_data")
     folder = w6_data.generate(tmp_path, 3, seed=5)
     sizes = [len(w6_data.read_jpeg(folder, i)) for i in range(3)]
     assert all(40_000 <= size <= 100_000 for size in sizes), sizes
@@ -39,7 +39,7 @@ def test_w6_data_is_seeded_jpegs_of_40_to_100_kb(tmp_path: Path) -> None:
 
 
 def test_w6_exactly_once_names_what_went_wrong() -> None:
-    w6_data = _benchmark_module("w6_data")
+    w6_data = _benchmark_module("workloads.w6_data")
     assert w6_data.exactly_once([2, 0, 3, 1], 4) == "yes"
     assert w6_data.exactly_once([0, 1, 1, 3], 4) == "NO: 1 missing, 1 repeated, 0 unknown"
     assert w6_data.exactly_once([0, 1, 2, 3, 9], 4) == "NO: 0 missing, 0 repeated, 1 unknown"
@@ -49,7 +49,7 @@ def test_w6_is_named_only_and_its_tar_shards_hold_every_sample_once(tmp_path: Pa
     run = _benchmark_module("run")
     assert "W6" in run.WORKLOADS
     assert "W6" not in run.parse_args([]).workloads  # minutes and peers: only when named
-    w6_data = _benchmark_module("w6_data")
+    w6_data = _benchmark_module("workloads.w6_data")
     folder = w6_data.generate(tmp_path, 3, seed=5)
     shards = w6_data.write_webdataset(folder, 3, tmp_path / "wds")
     from aioloader import TarShards

@@ -1,4 +1,4 @@
-"""benchmarks/w8_cache.py: W8's byte accounting, exactly, and a tiny run of its aioloader rows."""
+"""benchmarks/workloads/w8_cache.py: W8's byte accounting, exactly, and a tiny run of its rows."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _benchmark_module(name: str) -> ModuleType:
 
 
 def test_optimum_and_ratios_are_exact() -> None:
-    w8 = _benchmark_module("w8_cache")
+    w8 = _benchmark_module("workloads.w8_cache")
     assert w8.cache_bytes(0.25, 1_000_003) == 250_000
     assert w8.optimum_bytes(0.25, 1_000_003) == 750_003
     epochs = [
@@ -62,7 +62,7 @@ def test_optimum_and_ratios_are_exact() -> None:
 
 
 def test_config_is_checked() -> None:
-    w8 = _benchmark_module("w8_cache")
+    w8 = _benchmark_module("workloads.w8_cache")
     with pytest.raises(ValueError, match=r"images must be a multiple of batch \(64\).*got 100"):
         w8.W8Config(images=100)
     with pytest.raises(ValueError, match=r"W8Config.epochs must be >= 1 but got 0"):
@@ -80,7 +80,7 @@ def test_w8_is_named_only() -> None:
 
 @pytest.mark.slow  # a benchmark smoke run
 def test_a_tiny_run_of_the_aioloader_rows_adds_up(tmp_path: Path) -> None:
-    w8 = _benchmark_module("w8_cache")
+    w8 = _benchmark_module("workloads.w8_cache")
     cfg = w8.W8Config(images=64, batch=16, shards=4, fractions=(0.5,), peers=False)
     log: list[str] = []
     with contextlib.ExitStack() as stack:

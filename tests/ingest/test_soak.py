@@ -1,7 +1,7 @@
 """The ingestion soak in its CI form: 20,000 URLs, 3 SIGKILLs and resumes, read back whole.
 
 Marked ``slow``: CI runs it in the test command's second step.
-``benchmarks/soak_ingest.py --urls 1000000`` is the full soak.
+``benchmarks/micro/soak_ingest.py --urls 1000000`` is the full soak.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 def _soak_module() -> ModuleType:
     if str(ROOT / "benchmarks") not in sys.path:
         sys.path.insert(0, str(ROOT / "benchmarks"))
-    return importlib.import_module("soak_ingest")
+    return importlib.import_module("micro.soak_ingest")
 
 
 def test_twenty_thousand_urls_killed_three_times_come_back_exactly_once(tmp_path: Path) -> None:

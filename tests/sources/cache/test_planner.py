@@ -78,7 +78,7 @@ def test_planning_at_imagenet_size_stays_within_its_bounds(sampler: object) -> N
     started = time.perf_counter()
     cache.plan(sampler, 0, 0)
     first_window = time.perf_counter() - started
-    # generous for shared CI machines; benchmarks/bench_planner.py measures it exactly
+    # generous for shared CI machines; benchmarks/micro/bench_planner.py measures it exactly
     assert first_window <= 2.0
     tracemalloc.start()
     try:

@@ -38,7 +38,7 @@ every sample's decoded tensor (its CRC-32) must be the same in every row and epo
 checksums are anchored by ``preprocess`` of a few JPEGs computed in the parent. A row that
 breaks this fails. Peers: see ``w6_object_storage`` (``--no-deps`` installs, stubs).
 
-``python benchmarks/w8_cache.py SPEC_JSON`` runs one row (the child).
+``python benchmarks/workloads/w8_cache.py SPEC_JSON`` runs one row (the child).
 """
 
 from __future__ import annotations
@@ -50,10 +50,8 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -61,12 +59,15 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for _path in (HERE, ROOT):
+ROOT = HERE.parents[1]
+for _path in (HERE.parent, ROOT):  # harness, systems, workloads; tests._support
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-import w6_data  # noqa: E402
+import harness  # noqa: E402
+from systems import aioloader as aioloader_system  # noqa: E402
+
+from workloads import w6_data  # noqa: E402
 
 DELAY = 0.020
 ANCHORS = (0, 17, 1000, 4095)  # samples whose tensors the parent computes itself
@@ -185,15 +186,9 @@ def write_tars(folder: Path, images: int, per_shard: int, out: Path) -> list[Pat
 def write_mosaic(folder: Path, images: int, out: Path, chunk_bytes: int) -> None:
     """Mosaic MDS shards of ``chunk_bytes`` (``cache_limit`` must hold four of them)."""
     if _fresh(out):
-        from w6_systems import import_streaming
+        from systems import mosaic
 
-        streaming = import_streaming()
-        columns = {"jpg": "bytes", "label": "int", "id": "int"}
-        with streaming.MDSWriter(out=str(out), columns=columns, size_limit=chunk_bytes) as w:
-            for i in range(images):
-                w.write(
-                    {"jpg": w6_data.read_jpeg(folder, i), "label": w6_data.label_of(i), "id": i}
-                )
+        mosaic.write(out, w6_data.mosaic_samples(folder, images), chunk_bytes)
         (out / ".done").touch()
 
 
@@ -224,22 +219,9 @@ def stored_bytes(folder: Path) -> int:
 
 
 # -- aioloader: the one place that builds the cache (adapt here when the API changes) -----
-def cache_class() -> Any:
-    """The known-future cache class of this aioloader, or None."""
-    import aioloader.sources
-
-    found = getattr(aioloader.sources, "KnownFutureCache", None)
-    if found is None:
-        with contextlib.suppress(ImportError):
-            from aioloader.sources import _cache  # type: ignore[attr-defined]
-
-            found = getattr(_cache, "KnownFutureCache", None)
-    return found
-
-
 def disk_tier_missing() -> str | None:
     """Why this aioloader has no disk tier (None when its cache takes ``disk_dir``)."""
-    found = cache_class()
+    found = aioloader_system.known_future_cache()
     if found is None:
         return "this aioloader has no KnownFutureCache"
     parameters = inspect.signature(found).parameters
@@ -250,7 +232,7 @@ def disk_tier_missing() -> str | None:
 
 def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
     """A cache of ``max_bytes`` in ``tier`` ("memory" or "disk", the latter under scratch)."""
-    found = cache_class()
+    found = aioloader_system.known_future_cache()
     # Everything the cache may hold counts against the row's budget, as the peers' caches
     # do: a quarter of it is the read-ahead buffer (bytes fetched before their step), the
     # rest the tier that keeps samples across epochs.
@@ -272,39 +254,8 @@ def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
 
 def aioloader_loader(spec: dict[str, Any], scratch: Path) -> tuple[Any, Any]:
     """``(TarShards, DataLoader)`` of an aioloader row; the engine plans the cache itself."""
-    from w6_systems import _collate_tuples, _work
-
-    import aioloader
-    from tests._support.s3 import S3Info
-
-    info = S3Info(
-        spec["endpoint"], spec["bucket"], spec["access_key_id"], spec["secret_access_key"]
-    )
     cache = aioloader_cache(spec["tier"], spec["cache_bytes"], scratch)
-    shards = aioloader.TarShards(
-        spec["keys"],
-        info.store(max_retries=2),
-        index_dir=spec["index_dir"],
-        max_concurrency=spec["inflight"],
-        cache=cache,
-    )
-    if spec["sampler"] == "block":
-        sizes = [len(index.samples) for index in shards.indices]
-        sampler: Any = aioloader.BlockShuffledSampler(
-            sizes, spec["batch"], window=4, drop_last=True
-        )
-    else:
-        sampler = aioloader.ShuffledSampler(len(shards), spec["batch"])
-    loader = aioloader.DataLoader(
-        shards,
-        sampler,
-        lambda samples, plan: _collate_tuples(samples),
-        seed=spec["seed"],
-        transform=lambda s, rng: _work(s["jpg"], s["cls"], s["id"]),
-        workers=spec["workers"],
-        max_inflight_reads=spec["inflight"],
-    )
-    return shards, loader
+    return aioloader_system.tar_loader(spec, w6_data.work, w6_data.collate_items, cache)
 
 
 # -- rows -----------------------------------------------------------------------------------
@@ -398,23 +349,12 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
 # -- the parent -------------------------------------------------------------------------------
 def available(log: Callable[[str], None]) -> bool:
     """Whether W8 can run here (weed, Pillow, obstore, webdataset to write the tars)."""
-    try:
-        import obstore  # noqa: F401
-        import PIL  # noqa: F401
-        import webdataset  # noqa: F401
-
-        from tests._support.s3 import find_weed
-
-        find_weed()
-    except Exception as error:  # any missing piece: W8 is left out, and said so
-        log(f"  W8 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W8", ("obstore", "PIL", "webdataset"), log, weed=True)
 
 
 def prepare(cfg: W8Config, log: Callable[[str], None]) -> dict[str, Path]:
     """The images (W6's, cached) and every format at W8's shard size; returns the folders."""
-    from w6_object_storage import missing
+    from workloads.w6_object_storage import missing
 
     root = w6_data.cache_dir(cfg.images, cfg.seed)
     folder = w6_data.generate(root, cfg.images, cfg.seed)
@@ -467,50 +407,20 @@ def run_child(
     spec: dict[str, Any], relay: Any, timeout: float
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """One row in a fresh process: its result and the relay's counters at every mark."""
-    from w6_object_storage import _peer_env
+    from systems.s3spec import peer_env
 
-    child = subprocess.Popen(
-        [sys.executable, str(HERE / "w8_cache.py"), json.dumps(spec)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **_peer_env(spec)},
-    )
-    timed_out = threading.Event()
-
-    def kill() -> None:
-        timed_out.set()
-        child.kill()
-
-    watchdog = threading.Timer(timeout, kill)
-    watchdog.start()
     marks: list[dict[str, float]] = []
-    result: dict[str, Any] | None = None
-    try:
-        assert child.stdout is not None
-        assert child.stdin is not None
-        for line in child.stdout:
-            if line.startswith("MARK"):
-                marks.append({**relay.counters(), "time": time.perf_counter()})
-                child.stdin.write("ok\n")
-                child.stdin.flush()
-            elif line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-        child.wait(60)
-    finally:
-        watchdog.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        for pipe in (child.stdin, child.stdout):
-            if pipe is not None:
-                pipe.close()
+
+    def on_mark(_: str) -> None:
+        marks.append({**relay.counters(), "time": time.perf_counter()})
+
+    command = [sys.executable, str(HERE / "w8_cache.py"), json.dumps(spec)]
+    result, timed_out, code = harness.run_child(command, peer_env(spec), ROOT, timeout, on_mark)
     if result is None:
-        if timed_out.is_set() and marks:
+        if timed_out and marks:
             marks.append({**relay.counters(), "time": time.perf_counter()})
             return {"timed_out": True}, marks
-        raise RuntimeError(f"the {spec['system']} child ended with code {child.returncode}")
+        raise RuntimeError(f"the {spec['system']} child ended with code {code}")
     return result, marks
 
 
@@ -532,9 +442,9 @@ def per_epoch(marks: list[dict[str, float]], images: int) -> list[dict[str, floa
 def cases(cfg: W8Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Any]:
     """Prepare the data, start the server and the relay (stopped by ``stack``), build rows."""
     from harness import Case
-    from w6_object_storage import Relay, missing, upload
 
     from tests._support.s3 import SeaweedServer
+    from workloads.w6_object_storage import Relay, missing, upload
 
     formats = prepare(cfg, log)
     server = stack.enter_context(SeaweedServer(bucket="w8-bench"))
@@ -677,14 +587,6 @@ def targets(cases: list[Any]) -> list[dict[str, Any]]:
 
 
 # -- the child --------------------------------------------------------------------------------
-def _mark() -> None:
-    stdout = sys.__stdout__
-    assert stdout is not None
-    stdout.write("MARK\n")
-    stdout.flush()
-    sys.stdin.readline()
-
-
 class Epochs:
     """Batches into epochs: (id, tensor CRC) of every sample, a mark at each boundary."""
 
@@ -700,71 +602,26 @@ class Epochs:
             tensor = np.ascontiguousarray(np.asarray(images[position]))
             self.epochs[-1].append([int(ident), zlib.crc32(tensor.tobytes())])
         if len(self.epochs[-1]) >= self.images:
-            _mark()
+            harness.child_mark()
             self.epochs.append([])
 
 
-def _litdata_loader(spec: dict[str, Any], cache: Path) -> Any:
-    import litdata
-    from litdata.streaming import downloader
-    from w6_systems import _collate_tuples, _work
+def _peer_loader(spec: dict[str, Any], cache: Path) -> Any:
+    """LitData's (``max_cache_size``) or Mosaic's (``cache_limit``) loader of the row."""
+    from systems import litdata, mosaic
 
-    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True  # type: ignore[index]
-    options = {
-        "endpoint_url": spec["endpoint"],
-        "aws_access_key_id": spec["access_key_id"],
-        "aws_secret_access_key": spec["secret_access_key"],
-        "region_name": spec["region"],
-    }
-    dataset = litdata.StreamingDataset(
-        f"s3://{spec['bucket']}/{spec['prefix']}",
-        cache_dir=str(cache),
-        shuffle=True,
-        seed=spec["seed"],
-        storage_options=options,
-        max_cache_size=spec["cache_bytes"],
-        transform=lambda s: _work(s["jpg"], s["label"], s["id"]),
-    )
-    return litdata.StreamingDataLoader(
-        dataset, batch_size=spec["batch"], num_workers=spec["workers"], collate_fn=_collate_tuples
-    )
-
-
-def _mosaic_loader(spec: dict[str, Any], cache: Path) -> Any:
-    from w6_systems import _collate_tuples, _mosaic_worker_init, _work, import_streaming
-
-    streaming = import_streaming()
-    from streaming.base.util import clean_stale_shared_memory
-
-    clean_stale_shared_memory()
-
-    class Images(streaming.StreamingDataset):  # type: ignore[misc, name-defined]
-        def __getitem__(self, index: int) -> Any:
-            sample = super().__getitem__(index)
-            return _work(sample["jpg"], sample["label"], sample["id"])
-
-    dataset = Images(
-        remote=f"s3://{spec['bucket']}/{spec['prefix']}",
-        local=str(cache),
-        shuffle=True,
-        shuffle_seed=spec["seed"],
-        batch_size=spec["batch"],
-        cache_limit=spec["cache_bytes"],
-    )
-    return streaming.StreamingDataLoader(
-        dataset,
-        batch_size=spec["batch"],
-        num_workers=spec["workers"],
-        collate_fn=_collate_tuples,
-        worker_init_fn=_mosaic_worker_init,
-    )
+    work, collate = w6_data.work, w6_data.collate_items
+    if spec["system"] == "litdata":
+        return litdata.loader(spec, cache, work, collate, max_cache_size=spec["cache_bytes"])
+    return mosaic.loader(spec, cache, work, collate, cache_limit=spec["cache_bytes"])
 
 
 def _webdataset_epochs(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    from w6_systems import run_webdataset
+    from systems import webdataset
 
     for epoch in range(spec["epochs"]):
-        yield from run_webdataset({**spec, "seed": spec["seed"] + epoch})
+        seeded = {**spec, "seed": spec["seed"] + epoch}
+        yield from webdataset.batches(seeded, w6_data.work, w6_data.collate_items)
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -775,19 +632,17 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     steps = spec["images"] // spec["batch"]
     epochs = Epochs(spec["images"])
     result: dict[str, Any] = {}
-    _mark()
+    harness.child_mark()
     system = spec["system"]
     if system == "webdataset":
         for batch in _webdataset_epochs(spec):
             epochs.take(batch)
     elif system in ("litdata", "mosaic"):
-        make = _litdata_loader if system == "litdata" else _mosaic_loader
-        loader = make(spec, scratch / "cache")
+        loader = _peer_loader(spec, scratch / "cache")
         for _ in range(spec["epochs"]):
             for batch in loader:
                 epochs.take(batch)
     else:
-        import anyio
 
         async def consume() -> None:
             shards, loader = aioloader_loader(spec, scratch)
@@ -799,7 +654,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 k: v for k, v in dataclasses.asdict(statistics).items() if isinstance(v, int)
             }
 
-        anyio.run(consume, backend="asyncio", backend_options={"use_uvloop": True})
+        aioloader_system.run_async(consume)
     result["epochs"] = epochs.epochs[: spec["epochs"]]
     shutil.rmtree(scratch, ignore_errors=True)
     return result
@@ -809,11 +664,27 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     with contextlib.redirect_stdout(sys.stderr):  # only the protocol lines go to stdout
         result = run(spec)
-    stdout = sys.__stdout__
-    assert stdout is not None
-    stdout.write("RESULT " + json.dumps(result) + "\n")
-    stdout.flush()
+    harness.child_say("RESULT " + json.dumps(result))
     os._exit(0)  # worker processes of the peers end with us
+
+
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W8"
+OPT_IN = True  # many minutes
+TITLE = (
+    "three epochs with a cache of 25% and 50% of the dataset: W6's JPEGs in about 32 "
+    "shards from SeaweedFS, +20 ms per request; bytes and requests per epoch"
+)
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W8's cases and notes (``--w8-images`` sets the dataset size)."""
+    images = getattr(args, "w8_images", None) or 4096
+    cfg = W8Config(images=512, shards=16, peers=False) if quick else W8Config(images=images)
+    log("W8: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
+    if not available(log):
+        return [], ["Left out: SeaweedFS (`weed`), Pillow, obstore or webdataset is missing."]
+    return cases(cfg, log, stack), [*NOTES, f"Settings: {cfg}."]
 
 
 if __name__ == "__main__":

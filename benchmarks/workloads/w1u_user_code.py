@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import anyio
 import harness
 import numpy as np
 from harness import Case
+from systems import aioloader as aioloader_system
+from systems import grain, spdl
+from systems import torch as torch_system
 
 from aioloader import DataLoader, ShuffledSampler
 from aioloader.core import BatchPlan, keyed_permutation_array, plan_batch
@@ -139,76 +140,49 @@ class PlainLoop(System):
             yield collate([transform(data[i]) for i in order[first : first + cfg.batch]])
 
 
-class Aioloader(System):
-    """The loader consumed by ``for batch in loader.iter_sync(...)`` (a synchronous trainer)."""
+def aioloader_row(
+    cfg: W1uConfig,
+    images: list[np.ndarray[Any, Any]],
+    workers: int,
+    kind: str,
+    *,
+    consumer: str = "async for",
+    rng: bool = False,
+    executor: str = "thread",
+    named: bool = False,
+) -> System:
+    """aioloader over an async or a sync dataset, checked through ``iter_sync`` and timed
+    with ``async for`` in one loop (the stream's close included) or through ``iter_sync``
+    (a synchronous trainer); on uvloop. ``named`` rows say how they differ from the grid."""
+    dataset: Any = AsyncImages(images) if kind == "async" else list(images)
 
-    group = "aioloader"
-    consumer = "iter_sync"
-
-    def __init__(
-        self,
-        cfg: W1uConfig,
-        images: list[np.ndarray[Any, Any]],
-        workers: int,
-        kind: str,
-        *,
-        rng: bool = False,
-        executor: str = "thread",
-        named: bool = False,
-    ) -> None:
-        self.cfg, self.workers, self.kind = cfg, workers, kind
-        self.rng, self.executor = rng, executor
-        self.dataset: Any = AsyncImages(images) if kind == "async" else list(images)
-        how = "async get_sample" if kind == "async" else "sync list (in memory)"
-        pool = "process workers" if executor == "process" else "workers"
-        self.name = f"aioloader {how}, {pool}={workers}"
-        if named:  # the rows beyond the original async-for grid say how they differ
-            self.name += f", {self.consumer}"
-            if rng:
-                self.name += ", transform(x, rng)"
-        self.note = (
-            f"DataLoader({'AsyncImages' if kind == 'async' else 'list'}, ShuffledSampler, "
-            f"collate, transform={'transform_with_rng' if rng else 'transform'}, "
-            f"workers={workers}, executor={executor!r}, prefetch={cfg.prefetch}); "
-            + ("async for on uvloop" if self.consumer == "async for" else "iter_sync on uvloop")
-        )
-
-    def loader(self) -> DataLoader[Any, Any]:
+    def make() -> Any:
         return DataLoader(
-            self.dataset,
-            sampler(self.cfg),
+            dataset,
+            sampler(cfg),
             collate_with_plan,
             seed=SEED,
-            transform=transform_with_rng if self.rng else transform,
-            workers=self.workers,
-            executor=self.executor,
-            prefetch=self.cfg.prefetch,
+            transform=transform_with_rng if rng else transform,
+            workers=workers,
+            executor=executor,
+            prefetch=cfg.prefetch,
         )
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        # The check before timing, and the timed runs of the iter_sync rows.
-        yield self.loader().iter_sync(0, stop, backend_options={"use_uvloop": True})
-
-
-class AsyncConsumer(Aioloader):
-    """The same loader consumed by ``async for`` inside one event loop (no portal)."""
-
-    consumer = "async for"
-
-    def measure(self, warm: int, count: int) -> float:
-        async def run() -> float:
-            loader = self.loader()
-            seen = 0
-            started = 0.0
-            async with loader.stream(0, warm + count) as batches:
-                async for _ in batches:
-                    if seen == warm:
-                        started = time.perf_counter()
-                    seen += 1
-            return count / (time.perf_counter() - started)
-
-        return anyio.run(run, backend_options={"use_uvloop": True})
+    row = aioloader_system.Aioloader(make, uvloop=True, sync=True)
+    row.close_timed = True
+    row.sync_timed = consumer == "iter_sync"
+    how = "async get_sample" if kind == "async" else "sync list (in memory)"
+    pool = "process workers" if executor == "process" else "workers"
+    row.name = f"aioloader {how}, {pool}={workers}"
+    if named:
+        row.name += f", {consumer}" + (", transform(x, rng)" if rng else "")
+    row.note = (
+        f"DataLoader({'AsyncImages' if kind == 'async' else 'list'}, ShuffledSampler, "
+        f"collate, transform={'transform_with_rng' if rng else 'transform'}, "
+        f"workers={workers}, executor={executor!r}, prefetch={cfg.prefetch}); "
+        f"{consumer} on uvloop"
+    )
+    return row
 
 
 class TorchDataset:
@@ -222,46 +196,15 @@ class TorchDataset:
         return transform(self.images[index])
 
 
-class OrderSampler:
-    """torch batch sampler: the global order's steps ``[0, stop)``."""
+def torch_row(cfg: W1uConfig, images: list[np.ndarray[Any, Any]], workers: int) -> System:
+    """torch: a map-style dataset (the transform in ``__getitem__``), our order, collate_fn."""
 
-    def __init__(self, cfg: W1uConfig, stop: int) -> None:
-        self.cfg, self.stop = cfg, stop
+    def parts(stop: int) -> tuple[Any, Any, Any]:
+        order = torch_system.StepSampler(sampler(cfg), SEED, stop, key="index")
+        return TorchDataset(images), order, collate
 
-    def __len__(self) -> int:
-        return self.stop
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for g in range(self.stop):
-            yield step_indices(self.cfg, g)
-
-
-class Torch(System):
-    group = "torch"
-
-    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]], workers: int) -> None:
-        self.cfg, self.images, self.workers = cfg, images, workers
-        self.name = f"torch DataLoader num_workers={workers}"
-        self.note = "map-style dataset (transform in __getitem__), batch_sampler, collate_fn"
-        if workers:
-            self.note += ", prefetch_factor=4"
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import torch.utils.data
-
-        loader = torch.utils.data.DataLoader(
-            TorchDataset(self.images),
-            batch_sampler=OrderSampler(self.cfg, stop),
-            collate_fn=collate,
-            num_workers=self.workers,
-            prefetch_factor=4 if self.workers else None,
-        )
-        iterator = iter(loader)
-        try:
-            yield iterator
-        finally:
-            del iterator
+    how = "map-style dataset (transform in __getitem__), batch_sampler, collate_fn"
+    return torch_system.Torch(workers, parts, how)
 
 
 class StepFunction:
@@ -276,76 +219,24 @@ class StepFunction:
         return collate([transform(self.images[i]) for i in indices])
 
 
-class Spdl(System):
-    group = "spdl"
-    name = "SPDL pipeline 1 thread"
-    note = "source(steps) -> pipe(step, concurrency=1, output_order='input') -> sink(8)"
-
-    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]]) -> None:
-        self.step = StepFunction(cfg, images)
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        from spdl.pipeline import PipelineBuilder
-
-        pipeline = (
-            PipelineBuilder()
-            .add_source(range(stop))
-            .pipe(self.step, concurrency=1, output_order="input")
-            .add_sink(8)
-            .build(num_threads=1)
-        )
-        with pipeline.auto_stop():
-            yield pipeline.get_iterator()
-
-
-class Grain(System):
-    group = "grain"
-    name = "Grain 0 threads"
-    note = "MapDataset.source(steps).map(step).to_iter_dataset(ReadOptions(num_threads=0))"
-
-    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]]) -> None:
-        self.step = StepFunction(cfg, images)
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import grain
-        from absl import flags
-
-        if not flags.FLAGS.is_parsed():
-            flags.FLAGS.mark_as_parsed()
-        iterable = (
-            grain.MapDataset.source(range(stop))
-            .map(self.step)
-            .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
-        )
-        yield iter(iterable)
-
-
 # -- verification and cases ----------------------------------------------------------------
 def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> list[System]:
     found: list[System] = [PlainLoop(cfg, images)]
-    found += [AsyncConsumer(cfg, images, w, "async") for w in (0, 1, 2)]
-    found += [AsyncConsumer(cfg, images, w, "sync") for w in (0, 1, 2)]
+    found += [aioloader_row(cfg, images, w, "async") for w in (0, 1, 2)]
+    found += [aioloader_row(cfg, images, w, "sync") for w in (0, 1, 2)]
     found += [
-        AsyncConsumer(cfg, images, 0, "async", rng=True, named=True),
-        Aioloader(cfg, images, 0, "async", named=True),
-        Aioloader(cfg, images, 0, "async", rng=True, named=True),
-        AsyncConsumer(cfg, images, 2, "sync", executor="process"),
-        Aioloader(cfg, images, 2, "sync", executor="process", named=True),
+        aioloader_row(cfg, images, 0, "async", rng=True, named=True),
+        aioloader_row(cfg, images, 0, "async", consumer="iter_sync", named=True),
+        aioloader_row(cfg, images, 0, "async", consumer="iter_sync", rng=True, named=True),
+        aioloader_row(cfg, images, 2, "sync", executor="process"),
+        aioloader_row(cfg, images, 2, "sync", consumer="iter_sync", executor="process", named=True),
     ]
     optional: list[tuple[str, Callable[[], list[System]]]] = [
-        ("torch", lambda: [Torch(cfg, images, w) for w in (0, 1, 2)]),
-        ("spdl", lambda: [Spdl(cfg, images)]),
-        ("grain", lambda: [Grain(cfg, images)]),
+        ("torch", lambda: [torch_row(cfg, images, w) for w in (0, 1, 2)]),
+        ("spdl", lambda: [spdl.Spdl(StepFunction(cfg, images), 1)]),
+        ("grain", lambda: [grain.Grain(StepFunction(cfg, images), threads=0, prefetch=0)]),
     ]
-    for module, build in optional:
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W1u: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+    found += harness.installed_rows("W1u", optional, log)
     return found
 
 
@@ -369,18 +260,57 @@ def cases(cfg: W1uConfig, log: Callable[[str], None]) -> list[Case]:
     found = systems(cfg, images, log)
     verify(found, cfg, log)
     return [
-        Case(
-            workload="W1U",
-            system=system.name,
-            metric="batches/s",
-            measure=_measure(system, cfg),
-            baseline=isinstance(system, PlainLoop),
-            group=system.group,
-            note=system.note,
+        harness.port_case(
+            "W1U", system, "batches/s", cfg.warm, cfg.count, isinstance(system, PlainLoop)
         )
         for system in found
     ]
 
 
-def _measure(system: System, cfg: W1uConfig) -> Callable[[], float]:
-    return lambda: system.measure(cfg.warm, cfg.count)
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W1U"
+TITLE = (
+    "the user's own code: W1's images, the user's transform and collate function in "
+    "plain numpy, every loader running them (batch 128)"
+)
+NOTES = [
+    "Every row runs the same user functions on the same order and gives the plain loop's "
+    "batches bit for bit (checked on 20 steps across an epoch boundary before timing). "
+    "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop, "
+    "rows named iter_sync with `for batch in loader.iter_sync(...)` (loop on uvloop).",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W1u's cases and notes."""
+    cfg = W1uConfig(images=512, batch=32, warm=2, count=8, verify=9) if quick else W1uConfig()
+    log("W1u: building and checking every port")
+    return cases(cfg, log), NOTES
+
+
+def targets(found: list[Case]) -> list[dict[str, Any]]:
+    """The W1u targets: the async and sync datasets against the plain loop and torch."""
+    w1u = [c for c in found if c.workload == "W1U"]
+    if not w1u:
+        return []
+    plain = harness.baseline_of(found, "W1U")
+    async0 = next((c for c in w1u if c.system == "aioloader async get_sample, workers=0"), None)
+    torch0 = next((c for c in w1u if c.system == "torch DataLoader num_workers=0"), None)
+    sync_best = harness.best(w1u, "W1U", "aioloader", "aioloader sync")
+    out = [
+        harness.target("W1u: async dataset workers=0 >= 0.95x plain loop", async0, plain, 0.95),
+        harness.target("W1u: async dataset workers=0 >= 1.0x torch 0 workers", async0, torch0, 1),
+        harness.target("W1u: sync dataset best >= 0.95x plain loop", sync_best, plain, 0.95),
+    ]
+    named = {c.system: c for c in w1u}
+    zero = "aioloader async get_sample, workers=0"
+    for suffix in ("", ", transform(x, rng)"):
+        sync_row = named.get(f"{zero}, iter_sync{suffix}")
+        async_row = named.get(f"{zero}, async for{suffix}" if suffix else zero)
+        text = f"W1u: iter_sync >= 0.95x async for{suffix}"
+        out.append(harness.target(text, sync_row, async_row, 0.95))
+    rng_row = named.get(f"{zero}, async for, transform(x, rng)")
+    out.append(
+        harness.target("W1u: async for transform(x, rng) >= 0.9x plain", rng_row, plain, 0.9)
+    )
+    return out

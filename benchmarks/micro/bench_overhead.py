@@ -7,7 +7,7 @@ a plain ``async`` loop that awaits the same ``get_sample`` for the same indices 
 same collator, and reports ``(loader - plain) / samples`` in microseconds (medians of the
 rounds, interleaved).
 
-Run: ``.venv/bin/python benchmarks/bench_overhead.py [--samples 65536] [--rounds 5]``.
+Run: ``.venv/bin/python benchmarks/micro/bench_overhead.py [--samples 65536] [--rounds 5]``.
 """
 
 from __future__ import annotations

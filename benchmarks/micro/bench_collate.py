@@ -8,7 +8,7 @@ batch's bytes at once); and, from ``tracemalloc`` after a warm-up of 2,048 steps
 own small-object caches take about that long to fill), the bytes retained per batch and
 the peak above the starting level (temporaries).
 
-Run: ``.venv/bin/python benchmarks/bench_collate.py`` (about half a minute).
+Run: ``.venv/bin/python benchmarks/micro/bench_collate.py`` (about half a minute).
 """
 
 from __future__ import annotations

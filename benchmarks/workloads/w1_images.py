@@ -28,13 +28,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import harness
 import numpy as np
 from harness import Case
+from systems import aioloader as aioloader_system
+from systems import grain, spdl
+from systems import torch as torch_system
 
 from aioloader.core import (
     BatchPlan,
@@ -137,64 +139,26 @@ class System(harness.Port):
         release(batch)
 
 
-class Aioloader(System):
-    group = "aioloader"
+class Aioloader(aioloader_system.Aioloader, System):
+    """``DataLoader(workers=w, prefetch=8)`` over the samples in memory, asyncio or uvloop."""
 
     def __init__(self, cfg: W1Config, samples: list[Any], workers: int, uvloop: bool) -> None:
+        from aioloader import DataLoader
         from aioloader.testing import MemoryDataset
 
-        self.cfg, self.workers, self.uvloop = cfg, workers, uvloop
-        self.dataset = MemoryDataset(samples)
-        self.collator = ImageBatchCollator(cfg.multiple, augment=GainOffset())
+        dataset = MemoryDataset(samples)
+        collator = ImageBatchCollator(cfg.multiple, augment=GainOffset())
+
+        def make() -> Any:
+            sampler = ShuffledSampler(cfg.images, cfg.batch)
+            return DataLoader(
+                dataset, sampler, collator, seed=SEED, workers=workers, prefetch=cfg.prefetch
+            )
+
+        super().__init__(make, uvloop=uvloop)
         loop = "uvloop" if uvloop else "asyncio"
         self.name = f"aioloader workers={workers} {loop}"
         self.note = f"DataLoader(workers={workers}, prefetch={cfg.prefetch}), async for, {loop}"
-
-    def _loader(self) -> Any:
-        from aioloader import DataLoader
-
-        return DataLoader(
-            self.dataset,
-            ShuffledSampler(self.cfg.images, self.cfg.batch),
-            self.collator,
-            seed=SEED,
-            workers=self.workers,
-            prefetch=self.cfg.prefetch,
-        )
-
-    def _run(self, consume: Callable[[], Any]) -> Any:
-        import anyio
-
-        return anyio.run(consume, backend="asyncio", backend_options={"use_uvloop": self.uvloop})
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        collected: list[Any] = []
-        loader = self._loader()
-
-        async def consume() -> None:
-            async with loader.stream(0, stop) as stream:
-                async for batch in stream:
-                    collected.append(batch)
-
-        self._run(consume)
-        yield iter(collected)
-
-    def measure(self, warm: int, count: int) -> float:
-        loader = self._loader()
-
-        async def consume() -> float:
-            seen, started = 0, 0.0
-            async with loader.stream(0, warm + count) as stream:
-                async for batch in stream:
-                    if seen == warm:
-                        started = time.perf_counter()
-                    batch.release()
-                    seen += 1
-                ended = time.perf_counter()
-            return count / (ended - started)
-
-        return float(self._run(consume))
 
 
 class TorchDataset:
@@ -208,23 +172,6 @@ class TorchDataset:
 
     def __getitem__(self, key: tuple[int, int]) -> tuple[tuple[int, int], Any]:
         return key, self.samples[key[1]]
-
-
-class TorchBatchSampler:
-    """Our sampler's indices, step by step, as torch batch-sampler index lists."""
-
-    def __init__(self, cfg: W1Config, stop: int) -> None:
-        self.sampler = ShuffledSampler(cfg.images, cfg.batch)
-        self.stop = stop
-
-    def __len__(self) -> int:
-        return self.stop
-
-    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        steps = self.sampler.steps_per_epoch
-        for g in range(self.stop):
-            epoch, step = divmod(g, steps)
-            yield [(g, i) for i in self.sampler.indices(SEED, epoch, step).tolist()]
 
 
 class TorchCollate:
@@ -256,107 +203,26 @@ class TorchCollate:
         return out
 
 
-class Torch(System):
-    group = "torch"
+class Torch(torch_system.Torch, System):
+    """torch over W1's samples: our order, our collator as ``collate_fn``."""
 
     def __init__(self, cfg: W1Config, samples: list[Any], workers: int) -> None:
-        self.cfg, self.samples, self.workers = cfg, samples, workers
-        self.name = f"torch DataLoader num_workers={workers}"
+        def parts(stop: int) -> tuple[Any, Any, Any]:
+            order = torch_system.StepSampler(ShuffledSampler(cfg.images, cfg.batch), SEED, stop)
+            return TorchDataset(samples), order, TorchCollate(cfg, shared=workers > 0)
+
         how = "shared-memory tensors" if workers else "our ImageBatch"
-        self.note = (
-            f"torch.utils.data.DataLoader(num_workers={workers}"
-            + (", prefetch_factor=4" if workers else "")
-            + f"), our sampler order and collator as collate_fn, returns {how}"
+        super().__init__(
+            workers, parts, f"our sampler order and collator as collate_fn, returns {how}"
         )
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import torch.utils.data
 
-        loader = torch.utils.data.DataLoader(
-            TorchDataset(self.samples),  # type: ignore[arg-type]
-            batch_sampler=TorchBatchSampler(self.cfg, stop),
-            collate_fn=TorchCollate(self.cfg, shared=self.workers > 0),
-            num_workers=self.workers,
-            prefetch_factor=4 if self.workers else None,
-        )
-        iterator = iter(loader)
-        try:
-            yield iterator
-        finally:
-            del iterator
+class Spdl(spdl.Spdl, System):
+    """SPDL over ``StepBuilder``: batches are ``ImageBatch``es, released by the consumer."""
 
 
-class Spdl(System):
-    group = "spdl"
-
-    def __init__(self, cfg: W1Config, samples: list[Any], threads: int) -> None:
-        self.build = StepBuilder(cfg, samples)
-        self.threads = threads
-        self.name = f"SPDL pipeline {threads} thread{'s' if threads > 1 else ''}"
-        self.note = (
-            f"PipelineBuilder: source(steps) -> pipe(build_step, concurrency={threads}, "
-            f"output_order='input') -> sink(8), build(num_threads={threads})"
-        )
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        from spdl.pipeline import PipelineBuilder
-
-        pipeline = (
-            PipelineBuilder()
-            .add_source(range(stop))
-            .pipe(self.build, concurrency=self.threads, output_order="input")
-            .add_sink(8)
-            .build(num_threads=self.threads)
-        )
-        with pipeline.auto_stop():
-            yield pipeline.get_iterator()
-
-
-class Grain(System):
-    group = "grain"
-
-    def __init__(self, cfg: W1Config, samples: list[Any], processes: bool) -> None:
-        self.cfg, self.processes = cfg, processes
-        self.build = StepBuilder(cfg, samples, detach=processes)
-        if processes:
-            self.name = "Grain mp_prefetch 2 processes"
-            self.note = (
-                "MapDataset.source(steps).map(build_step).to_iter_dataset()"
-                ".mp_prefetch(MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))"
-            )
-        else:
-            self.name = "Grain 2 threads"
-            self.note = (
-                "MapDataset.source(steps).map(build_step)"
-                ".to_iter_dataset(ReadOptions(num_threads=2, prefetch_buffer_size=8))"
-            )
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import grain
-        from absl import flags
-
-        if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; no main() parsed them
-            flags.FLAGS.mark_as_parsed()
-        dataset = grain.MapDataset.source(range(stop)).map(self.build)
-        if self.processes:
-            iterable = dataset.to_iter_dataset(
-                grain.ReadOptions(num_threads=1, prefetch_buffer_size=2)
-            ).mp_prefetch(grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))
-        else:
-            iterable = dataset.to_iter_dataset(
-                grain.ReadOptions(num_threads=2, prefetch_buffer_size=self.cfg.prefetch)
-            )
-        iterator = iter(iterable)
-        try:
-            yield iterator
-        finally:
-            close = getattr(iterator, "close", None)
-            if callable(close):
-                close()
-            del iterator
+class Grain(grain.Grain, System):
+    """Grain over ``StepBuilder``: 2 threads, or 2 processes returning plain arrays."""
 
 
 # -- the hand-written loop: its own SplitMix64 and Feistel, plain numpy ------------------
@@ -580,16 +446,16 @@ def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> li
     ]
     optional: list[tuple[str, Callable[[], list[System]]]] = [
         ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 1, 2)]),
-        ("spdl", lambda: [Spdl(cfg, samples, t) for t in (1, 2)]),
-        ("grain", lambda: [Grain(cfg, samples, p) for p in (False, True)]),
+        ("spdl", lambda: [Spdl(StepBuilder(cfg, samples), t) for t in (1, 2)]),
+        (
+            "grain",
+            lambda: [
+                Grain(StepBuilder(cfg, samples), threads=2, prefetch=cfg.prefetch),
+                Grain(StepBuilder(cfg, samples, detach=True), processes=2, prefetch=2),
+            ],
+        ),
     ]
-    for module, build in optional:
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W1: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+    found += harness.installed_rows("W1", optional, log)
     found += [HandWritten(cfg, samples), CopyFloor(cfg, samples), BandwidthFloor(cfg, samples)]
     return found
 
@@ -599,21 +465,55 @@ def cases(cfg: W1Config, log: Callable[[str], None]) -> list[Case]:
     samples = make_samples(cfg)
     found = systems(cfg, samples, log)
     verify(found, cfg, log)
-    out = []
-    for system in found:
-        out.append(
-            Case(
-                workload="W1",
-                system=system.name,
-                metric="batches/s",
-                measure=_measure(system, cfg),
-                baseline=isinstance(system, HandWritten),
-                group=system.group,
-                note=system.note,
-            )
+    return [
+        harness.port_case(
+            "W1", system, "batches/s", cfg.warm, cfg.count, isinstance(system, HandWritten)
         )
-    return out
+        for system in found
+    ]
 
 
-def _measure(system: System, cfg: W1Config) -> Callable[[], float]:
-    return lambda: system.measure(cfg.warm, cfg.count)
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W1"
+TITLE = (
+    "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
+    "GainOffset, shuffled)"
+)
+NOTES = [
+    "All rows but the floors give bit-identical batches (checked on 17 steps across an "
+    "epoch boundary before timing); the floors give the same image shapes. The consumer "
+    "releases each batch and does nothing else. Batches/s over 256 batches after 16 "
+    "untimed ones (startup, prefetch fill) per round.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W1's cases and notes (``quick``: 256 images, batch 32)."""
+    cfg = W1Config(images=256, batch=32, warm=2, count=8, verify=9) if quick else W1Config()
+    log("W1: building and checking every port")
+    return cases(cfg, log), ([f"Quick run: {cfg}."] if quick else NOTES)
+
+
+def targets(found: list[Case]) -> list[dict[str, Any]]:
+    """The W1 targets: aioloader against torch, SPDL, the floors and the hand-written loop."""
+    w1 = [c for c in found if c.workload == "W1"]
+    if not w1:
+        return []
+    best = harness.best(w1, "W1", "aioloader")
+    zero = harness.best(w1, "W1", "aioloader", "aioloader workers=0")
+    two = harness.best(w1, "W1", "aioloader", "aioloader workers=2")
+    floor = next((c for c in w1 if c.system.startswith("memory-copy floor")), None)
+    memcpy = next((c for c in w1 if c.system.startswith("memcpy reference")), None)
+    hand = harness.baseline_of(w1, "W1")
+    return [
+        harness.target(
+            "W1: aioloader best >= 3x torch best", best, harness.best(w1, "W1", "torch"), 3
+        ),
+        harness.target(
+            "W1: aioloader best >= 2x SPDL best", best, harness.best(w1, "W1", "spdl"), 2
+        ),
+        harness.target("W1: aioloader best >= 0.5x memory-copy floor", best, floor, 0.5),
+        harness.target("W1: aioloader workers=0 >= 1.0x hand-written loop", zero, hand, 1.0),
+        harness.target("W1: aioloader workers=2 >= 1.7x workers=0", two, zero, 1.7),
+        harness.target("W1: aioloader best >= 0.6x one np.copyto per batch", best, memcpy, 0.6),
+    ]

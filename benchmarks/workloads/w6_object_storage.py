@@ -26,7 +26,7 @@ use by hand::
     pip install lightning-utilities tifffile filelock requests boto3 xxhash zstd \
         python-snappy Brotli catalogue tqdm
 
-``w6_systems.import_streaming`` stubs the torchvision and transformers names Mosaic imports
+``systems.mosaic.import_streaming`` stubs the torchvision and transformers names Mosaic imports
 but never uses here; LitData only imports torchvision for image serializers W6 does not
 use (it stores raw JPEG bytes). A missing peer gives a "not installed" row.
 """
@@ -44,17 +44,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import w6_data
-import w6_systems
+import harness
 from harness import Case
+from systems import aioloader as aioloader_system
+from systems.s3spec import peer_env
+
+from workloads import w6_data
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 DELAY = 0.020
 CHILD_TIMEOUT = 600.0
 
@@ -83,17 +85,7 @@ class Row:
 
 def available(log: Callable[[str], None]) -> bool:
     """Whether W6 can run at all here (the weed binary, Pillow, obstore)."""
-    try:
-        import obstore  # noqa: F401
-        import PIL  # noqa: F401
-
-        from tests._support.s3 import find_weed
-
-        find_weed()
-    except Exception as error:  # any missing piece: W6 is left out, and said so
-        log(f"  W6 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W6", ("obstore", "PIL"), log, weed=True)
 
 
 def missing(modules: tuple[str, ...]) -> list[str]:
@@ -259,7 +251,7 @@ def rows(cfg: W6Config, keys: list[str], index_dir: str, dataset_bytes: int) -> 
             )
         if (
             lib_has("BlockShuffledSampler")
-            and w6_systems.known_future_cache() is not None
+            and aioloader_system.known_future_cache() is not None
             and path == "+20 ms"
         ):
             out.append(
@@ -392,53 +384,20 @@ def run_child(
     spec: dict[str, Any], relay: Relay | None, weed_pid: int
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Run one row in a fresh process; returns its result and the counters around its epoch."""
-    child = subprocess.Popen(
-        [sys.executable, str(HERE / "w6_systems.py"), json.dumps(spec)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **_peer_env(spec)},
-    )
-    watchdog = threading.Timer(CHILD_TIMEOUT, child.kill)
-    watchdog.start()
     marks: dict[str, dict[str, float]] = {}
-    result: dict[str, Any] | None = None
-    try:
-        assert child.stdout is not None
-        assert child.stdin is not None
-        for line in child.stdout:
-            if line.startswith("MARK "):
-                counters: dict[str, float] = {"cpu": cpu_seconds(weed_pid)}
-                if relay is not None:
-                    counters.update(relay.counters())
-                marks[line.split()[1]] = counters
-                child.stdin.write("ok\n")
-                child.stdin.flush()
-            elif line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-        child.wait(60)
-    finally:
-        watchdog.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+
+    def on_mark(name: str) -> None:
+        counters: dict[str, float] = {"cpu": cpu_seconds(weed_pid)}
+        if relay is not None:
+            counters.update(relay.counters())
+        marks[name] = counters
+
+    command = [sys.executable, str(HERE / "w6_systems.py"), json.dumps(spec)]
+    result, _, code = harness.run_child(command, peer_env(spec), ROOT, CHILD_TIMEOUT, on_mark)
     if result is None or set(marks) != {"start", "epoch"}:
-        raise RuntimeError(f"the {spec['system']} child ended with code {child.returncode}")
+        raise RuntimeError(f"the {spec['system']} child ended with code {code}")
     start, end = marks["start"], marks["epoch"]
     return result, {k: end[k] - start[k] for k in end}
-
-
-def _peer_env(spec: dict[str, Any]) -> dict[str, str]:
-    """Credentials and endpoint as Mosaic reads them (environment variables)."""
-    return {
-        "S3_ENDPOINT_URL": spec["endpoint"],
-        "AWS_ACCESS_KEY_ID": spec["access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": spec["secret_access_key"],
-        "AWS_DEFAULT_REGION": spec["region"],
-        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
-        "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
-    }
 
 
 # -- targets ----------------------------------------------------------------------------
@@ -526,3 +485,31 @@ def targets(cases: list[Case]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W6"
+OPT_IN = True  # minutes; LitData and Mosaic installed by hand
+TITLE = (
+    "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
+    "batch 64; cold epoch"
+)
+NOTES = [
+    "Each row runs in a fresh process per round with empty local caches: one cold epoch "
+    "(loader construction included), then a fresh loader resumed at 75% of the epoch. "
+    "Ratios: each row against WebDataset with 2 workers on the same path. Requests and "
+    "bytes are counted by the relay (+20 ms rows only); S3 CPU is the SeaweedFS "
+    "process's utime + stime over the epoch. Sample 17's tensor equals preprocess() of "
+    "its JPEG in every row (checked in every round, the warm-up included). WebDataset "
+    "has no resume: its row rebuilds the pipeline and skips 75% of each worker's samples "
+    "before decoding (still downloading them), in a different order.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W6's cases and notes (left out, and said so, without weed, Pillow or obstore)."""
+    cfg = W6Config(images=512, direct=False) if quick else W6Config()
+    log("W6: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
+    if not available(log):
+        return [], ["Left out: SeaweedFS (`weed`), Pillow or obstore is missing."]
+    return cases(cfg, log, stack), NOTES + ([f"Quick run: {cfg}."] if quick else [])

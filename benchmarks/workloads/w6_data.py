@@ -15,8 +15,9 @@ import io
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -183,13 +184,9 @@ def write_litdata(folder: Path, images: int, out: Path) -> None:
 def write_mosaic(folder: Path, images: int, out: Path) -> None:
     """Mosaic ``MDSWriter`` shards of 64 MB (the default size limit), no compression."""
     if _fresh(out):
-        from w6_systems import import_streaming
+        from systems import mosaic
 
-        streaming = import_streaming()
-        columns = {"jpg": "bytes", "label": "int", "id": "int"}
-        with streaming.MDSWriter(out=str(out), columns=columns, size_limit=CHUNK_BYTES) as w:
-            for i in range(images):
-                w.write({"jpg": read_jpeg(folder, i), "label": label_of(i), "id": i})
+        mosaic.write(out, mosaic_samples(folder, images), CHUNK_BYTES)
         (out / ".done").touch()
 
 
@@ -198,3 +195,20 @@ def folder_bytes(path: Path) -> int:
     if not path.exists():
         return 0
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def mosaic_samples(folder: Path, images: int) -> Iterator[dict[str, Any]]:
+    """The MDS samples of the first ``images`` JPEGs: ``jpg``, ``label``, ``id``."""
+    for i in range(images):
+        yield {"jpg": read_jpeg(folder, i), "label": label_of(i), "id": i}
+
+
+def work(jpeg: Any, label: Any, ident: Any) -> tuple[Any, int, int]:
+    """The per-sample work of W6 and W8: ``preprocess`` the JPEG, keep label and id."""
+    return preprocess(bytes(jpeg)), int(label), int(ident)
+
+
+def collate_items(items: list[tuple[Any, int, int]]) -> dict[str, Any]:
+    """``collate`` of ``work``'s items."""
+    images, labels, ids = zip(*items, strict=True)
+    return collate(images, labels, ids)

@@ -1,6 +1,6 @@
 """Core speed: Shuffled indices per second over 2^40 items, Bucketed plan build time.
 
-Run: .venv/bin/python benchmarks/bench_core.py [--rounds 5]
+Run: .venv/bin/python benchmarks/micro/bench_core.py [--rounds 5]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The engine's own cost: a trivial in-memory dataset and collator, batches per second.
 
-Run: .venv/bin/python benchmarks/bench_engine.py [--steps 3000] [--rounds 5]
+Run: .venv/bin/python benchmarks/micro/bench_engine.py [--steps 3000] [--rounds 5]
 
 Every configuration runs in each round, interleaved; the table gives medians over rounds.
 """

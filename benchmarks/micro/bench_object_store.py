@@ -16,7 +16,7 @@ latency bound.
   workers) whose ``__getitem__`` calls obstore's blocking ``get``. Through the proxy torch
   reads the first 512 objects only (a full pass would take minutes); samples/s is comparable.
 
-Run: ``.venv/bin/python benchmarks/bench_object_store.py`` (two to three minutes).
+Run: ``.venv/bin/python benchmarks/micro/bench_object_store.py`` (two to three minutes).
 Options: ``--objects N``, ``--repeats N``, ``--client-options JSON`` (obstore ClientConfig).
 """
 
@@ -43,7 +43,7 @@ import obstore
 
 from aioloader.sources._object_store import ObjectStore, RetryPolicy
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # the S3 server and proxy live in tests._support
     sys.path.insert(0, str(REPO_ROOT))
 

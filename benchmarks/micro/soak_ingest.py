@@ -21,7 +21,7 @@ Rows (``benchmarks/results/soak.md``):
   0 gaps). The failures by reason are reported, and how many differ from the server's
   fate table (a good URL that timed out on a loaded machine would show there).
 
-Run: ``python benchmarks/soak_ingest.py --urls 1000000`` (tens of minutes on 2 cores);
+Run: ``python benchmarks/micro/soak_ingest.py --urls 1000000`` (tens of minutes on 2 cores);
 ``--urls 20000`` is the CI smoke form (``tests/ingest/test_soak.py``, marker ``soak``).
 """
 
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(args.workdir or scratch)
         workdir.mkdir(parents=True, exist_ok=True)
         result = soak(args.urls, workdir, sys.stderr)
-    command = "python benchmarks/soak_ingest.py " + " ".join(argv or sys.argv[1:])
+    command = "python benchmarks/micro/soak_ingest.py " + " ".join(argv or sys.argv[1:])
     table = report(result, command.strip())
     print(table)
     if args.results:

@@ -28,9 +28,12 @@ import io
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import harness
 import numpy as np
 from harness import Case
-from w1_images import System, release
+from systems import aioloader as aioloader_system
+from systems import grain, spdl
+from systems import torch as torch_system
 
 from aioloader.core import (
     BatchPlan,
@@ -42,6 +45,7 @@ from aioloader.core import (
     rgb8_to_planar,
 )
 from aioloader.core._rng import SampleRng
+from workloads.w1_images import System, release
 
 FIELDS = ("images", "labels", "indices")
 SEED = 5
@@ -193,8 +197,8 @@ class PlainLoop(W5System):
         yield (self.step(g) for g in range(stop))
 
 
-class Aioloader(W5System):
-    group = "aioloader"
+class Aioloader(W5System, aioloader_system.Aioloader):
+    """``DataLoader(transform=decode, workers=w)`` on asyncio; images/s."""
 
     def __init__(
         self,
@@ -203,11 +207,26 @@ class Aioloader(W5System):
         workers: int,
         executor: str | None = None,
     ) -> None:
+        from aioloader import DataLoader
         from aioloader.testing import MemoryDataset
 
-        self.cfg, self.workers, self.executor = cfg, workers, executor
+        dataset = MemoryDataset(items)
+        options: dict[str, Any] = {"executor": executor} if executor else {}
+
+        def make() -> Any:
+            return DataLoader(
+                dataset,
+                ShuffledSampler(cfg.images, cfg.batch),
+                ImageBatchCollator(),
+                seed=SEED,
+                transform=decode_sample,
+                workers=workers,
+                prefetch=cfg.prefetch,
+                **options,
+            )
+
+        aioloader_system.Aioloader.__init__(self, make, uvloop=False)
         self.batch_size = cfg.batch
-        self.dataset = MemoryDataset(items)
         kind = "processes" if executor == "process" else "workers"
         self.name = f"aioloader {kind}={workers}"
         extra = f", executor={executor!r}" if executor else ""
@@ -215,53 +234,6 @@ class Aioloader(W5System):
             f"DataLoader(transform=decode, workers={workers}{extra}, prefetch={cfg.prefetch}), "
             "async for, asyncio"
         )
-
-    def _loader(self) -> Any:
-        from aioloader import DataLoader
-
-        options: dict[str, Any] = {"executor": self.executor} if self.executor else {}
-        return DataLoader(
-            self.dataset,
-            ShuffledSampler(self.cfg.images, self.cfg.batch),
-            ImageBatchCollator(),
-            seed=SEED,
-            transform=decode_sample,
-            workers=self.workers,
-            prefetch=self.cfg.prefetch,
-            **options,
-        )
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import anyio
-
-        collected: list[Any] = []
-
-        async def consume() -> None:
-            async with self._loader().stream(0, stop) as stream:
-                async for batch in stream:
-                    collected.append(batch)
-
-        anyio.run(consume)
-        yield iter(collected)
-
-    def measure(self, warm: int, count: int) -> float:
-        import time
-
-        import anyio
-
-        async def consume() -> float:
-            seen, started = 0, 0.0
-            async with self._loader().stream(0, warm + count) as stream:
-                async for batch in stream:
-                    if seen == warm:
-                        started = time.perf_counter()
-                    batch.release()
-                    seen += 1
-                ended = time.perf_counter()
-            return count * self.batch_size / (ended - started)
-
-        return float(anyio.run(consume))
 
 
 class TorchDataset:
@@ -275,23 +247,6 @@ class TorchDataset:
 
     def __getitem__(self, key: tuple[int, int]) -> tuple[tuple[int, int], ImageSample]:
         return key, decode_sample(self.items[key[1]])
-
-
-class TorchBatchSampler:
-    """Our sampler's indices, step by step, as torch batch-sampler index lists."""
-
-    def __init__(self, cfg: W5Config, stop: int) -> None:
-        self.sampler = ShuffledSampler(cfg.images, cfg.batch)
-        self.stop = stop
-
-    def __len__(self) -> int:
-        return self.stop
-
-    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        steps = self.sampler.steps_per_epoch
-        for g in range(self.stop):
-            epoch, step = divmod(g, steps)
-            yield [(g, i) for i in self.sampler.indices(SEED, epoch, step).tolist()]
 
 
 class TorchCollate:
@@ -314,106 +269,37 @@ class TorchCollate:
             return {name: torch.from_numpy(np.array(getattr(batch, name))) for name in FIELDS}
 
 
-class Torch(W5System):
-    group = "torch"
+class Torch(torch_system.Torch, W5System):
+    """torch: the dataset decodes, our order, our collator as ``collate_fn``."""
 
     def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], workers: int) -> None:
-        self.cfg, self.items, self.workers, self.batch_size = cfg, items, workers, cfg.batch
-        self.name = f"torch DataLoader num_workers={workers}"
-        self.note = (
-            f"torch.utils.data.DataLoader(num_workers={workers}"
-            + (", prefetch_factor=4" if workers else "")
-            + "), dataset decodes, our sampler order and collator as collate_fn"
-        )
+        def parts(stop: int) -> tuple[Any, Any, Any]:
+            order = torch_system.StepSampler(ShuffledSampler(cfg.images, cfg.batch), SEED, stop)
+            return TorchDataset(items), order, TorchCollate(cfg, shared=workers > 0)
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import torch.utils.data
-
-        loader = torch.utils.data.DataLoader(
-            TorchDataset(self.items),  # type: ignore[arg-type]
-            batch_sampler=TorchBatchSampler(self.cfg, stop),
-            collate_fn=TorchCollate(self.cfg, shared=self.workers > 0),
-            num_workers=self.workers,
-            prefetch_factor=4 if self.workers else None,
-        )
-        iterator = iter(loader)
-        try:
-            yield iterator
-        finally:
-            del iterator
+        how = "dataset decodes, our sampler order and collator as collate_fn"
+        super().__init__(workers, parts, how)
+        self.batch_size = cfg.batch
 
 
-class Spdl(W5System):
-    group = "spdl"
+class Spdl(spdl.Spdl, W5System):
+    """SPDL over ``StepBuilder`` (sink of 4 batches)."""
 
     def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], threads: int) -> None:
-        self.build = StepBuilder(cfg, items, detach=False)
-        self.threads, self.batch_size = threads, cfg.batch
-        self.name = f"SPDL pipeline {threads} threads"
-        self.note = (
-            f"PipelineBuilder: source(steps) -> pipe(build_step, concurrency={threads}, "
-            f"output_order='input') -> sink(4), build(num_threads={threads})"
-        )
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        from spdl.pipeline import PipelineBuilder
-
-        pipeline = (
-            PipelineBuilder()
-            .add_source(range(stop))
-            .pipe(self.build, concurrency=self.threads, output_order="input")
-            .add_sink(4)
-            .build(num_threads=self.threads)
-        )
-        with pipeline.auto_stop():
-            yield pipeline.get_iterator()
+        super().__init__(StepBuilder(cfg, items, detach=False), threads, sink=4)
+        self.batch_size = cfg.batch
 
 
-class Grain(W5System):
-    group = "grain"
+class Grain(grain.Grain, W5System):
+    """Grain over ``StepBuilder``: 2 threads, or 2 processes returning plain arrays."""
 
     def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], processes: bool) -> None:
-        self.cfg, self.processes, self.batch_size = cfg, processes, cfg.batch
-        self.build = StepBuilder(cfg, items, detach=processes)
+        step = StepBuilder(cfg, items, detach=processes)
         if processes:
-            self.name = "Grain mp_prefetch 2 processes"
-            self.note = (
-                "MapDataset.source(steps).map(build_step).to_iter_dataset()"
-                ".mp_prefetch(MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2))"
-            )
+            super().__init__(step, prefetch=1, processes=2, per_worker=2)
         else:
-            self.name = "Grain 2 threads"
-            self.note = (
-                "MapDataset.source(steps).map(build_step)"
-                ".to_iter_dataset(ReadOptions(num_threads=2, prefetch_buffer_size=4))"
-            )
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import grain
-        from absl import flags
-
-        if not flags.FLAGS.is_parsed():
-            flags.FLAGS.mark_as_parsed()
-        dataset = grain.MapDataset.source(range(stop)).map(self.build)
-        if self.processes:
-            iterable = dataset.to_iter_dataset(
-                grain.ReadOptions(num_threads=1, prefetch_buffer_size=1)
-            ).mp_prefetch(grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=2))
-        else:
-            iterable = dataset.to_iter_dataset(
-                grain.ReadOptions(num_threads=2, prefetch_buffer_size=self.cfg.prefetch)
-            )
-        iterator = iter(iterable)
-        try:
-            yield iterator
-        finally:
-            close = getattr(iterator, "close", None)
-            if callable(close):
-                close()
-            del iterator
+            super().__init__(step, threads=2, prefetch=cfg.prefetch)
+        self.batch_size = cfg.batch
 
 
 # -- rows, verification and cases --------------------------------------------------------
@@ -444,13 +330,7 @@ def systems(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], 
         ("spdl", lambda: [Spdl(cfg, items, 2)]),
         ("grain", lambda: [Grain(cfg, items, p) for p in spawn]),
     ]
-    for module, build in optional:
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W5: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+    found += harness.installed_rows("W5", optional, log)
     return found
 
 
@@ -467,15 +347,8 @@ def cases(cfg: W5Config, log: Callable[[str], None]) -> list[Case]:
     verify(found, cfg, log)
     facts = {"mean JPEG size (KB)": round(sum(sizes) / len(sizes) / 1e3, 1)}
     return [
-        Case(
-            workload="W5",
-            system=system.name,
-            metric="images/s",
-            measure=functools.partial(system.measure, cfg.warm, cfg.count),
-            baseline=isinstance(system, PlainLoop),
-            group=system.group,
-            note=system.note,
-            facts=dict(facts),
+        harness.port_case(
+            "W5", system, "images/s", cfg.warm, cfg.count, isinstance(system, PlainLoop), facts
         )
         for system in found
     ]
@@ -501,3 +374,45 @@ def verify(found: list[System], cfg: W5Config, log: Callable[[str], None]) -> No
                 if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
                     raise AssertionError(f"{system.name}: step {step} {name} differs")
         log(f"  W5 {system.name}: {len(got)} batches bit-identical")
+
+
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W5"
+TITLE = "JPEG decode (512 images of 50-90 KB, Pillow), resize 224x224, float32 CHW, batch 64"
+NOTES = [
+    "All rows give bit-identical batches (checked on 3 steps before timing). Images/s over "
+    "8 batches (one epoch) after 2 untimed ones per round. Ratios against the plain loop.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W5's cases and notes (``quick``: 16 small JPEGs, no process rows)."""
+    cfg = (
+        W5Config(
+            images=16,
+            batch=8,
+            source_width=160,
+            source_height=120,
+            warm=1,
+            count=2,
+            verify=2,
+            processes=False,
+        )
+        if quick
+        else W5Config()
+    )
+    log("W5: generating JPEGs, building and checking every port")
+    return cases(cfg, log), NOTES + ([f"Quick run: {cfg}."] if quick else [])
+
+
+def targets(found: list[Case]) -> list[dict[str, Any]]:
+    """aioloader's 2 workers against its 0 workers and against torch's best."""
+    if not any(c.workload == "W5" for c in found):
+        return []
+    zero = harness.best(found, "W5", "aioloader", "aioloader workers=0")
+    two = harness.best(found, "W5", "aioloader", "aioloader workers=2")
+    torch_best = harness.best(found, "W5", "torch")
+    return [
+        harness.target("W5: aioloader workers=2 >= 1.8x workers=0", two, zero, 1.8),
+        harness.target("W5: aioloader workers=2 >= 1.5x torch best", two, torch_best, 1.5),
+    ]

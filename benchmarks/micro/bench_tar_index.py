@@ -1,6 +1,6 @@
 """Time to first batch of TarShards on SeaweedFS (+20 ms per request): prebuilt index or not.
 
-    python -m benchmarks.bench_tar_index [--samples 2048] [--shards 8] [--rounds 3]
+    python -m benchmarks.micro.bench_tar_index [--samples 2048] [--shards 8] [--rounds 3]
 
 Rows, interleaved per round, medians printed: the index loaded from ``index_dir``; the
 index built on the fly (chunks read ahead in parallel, the default); the same with a

@@ -28,6 +28,7 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import harness
 import numpy as np
 from harness import Case
 
@@ -270,3 +271,49 @@ def cases(cfg: W4Config, log: Callable[[str], None]) -> tuple[list[Case], list[s
 
 def _skip(cfg: W4Config, load: bool) -> Callable[[], float]:
     return lambda: TARGET_STEP / torch_skip_rate(cfg.skip_items, cfg.skip_batches, load)
+
+
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W4"
+TITLE = "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)"
+NOTES = [
+    "Ratios divide torch's naive resume (load and drop 10^9 batches) by each row. Rows "
+    "marked extrapolated time a smaller skip and scale it linearly.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W4's cases and notes (the sampler memory first)."""
+    cfg = (
+        W4Config(
+            skip_items=2**16,
+            skip_batches=100,
+            stateful_items=2**16,
+            stateful_steps=64,
+            rss_items=2**18,
+        )
+        if quick
+        else W4Config()
+    )
+    log("W4: measuring sampler memory and building torch's resume paths")
+    found, notes = cases(cfg, log)
+    return found, notes + NOTES + ([f"Quick run: {cfg}."] if quick else [])
+
+
+def targets(found: list[Case]) -> list[dict[str, Any]]:
+    """The first batch at step 10^9, and the sampler's memory."""
+    resume = next((c for c in found if c.workload == "W4" and c.group == "aioloader"), None)
+    if resume is None or not resume.values:
+        return []
+    ms = harness.median(resume) * 1e3  # type: ignore[operator]
+    memory = resume.facts.get("sampler memory", "")
+    return [
+        harness.fact_target(
+            "W4: first batch at step 10^9 in < 10 ms",
+            f"{ms:.2f} ms (median; max {max(resume.values) * 1e3:.2f} ms)",
+            ms < 10,
+        ),
+        harness.fact_target(
+            "W4: sampler memory independent of dataset size", memory, "same for" in memory
+        ),
+    ]

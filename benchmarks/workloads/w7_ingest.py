@@ -38,7 +38,7 @@ single runs vary by +-30 %):
   ``merge_parts``: the split ``ingest_on_ray`` makes, without Ray. Its spawns and imports
   are inside the timing, as img2dataset's are.
 
-Each run is a fresh child process (``python benchmarks/w7_ingest.py child ...``), timed
+Each run is a fresh child process (``python benchmarks/workloads/w7_ingest.py child ...``), timed
 inside around the ingestion call (imports excluded for both; img2dataset's worker spawns
 are part of its call: about 8 CPU-seconds, measured on a 200-URL run). Images/s =
 successful images / wall seconds. CPU ms/image counts every process of the run (the child
@@ -76,9 +76,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import Case
-
 HERE = Path(__file__).resolve().parent
+for _path in (HERE.parent, HERE.parents[1]):  # harness, systems; tests._support (the child)
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+import harness  # noqa: E402
+from harness import Case  # noqa: E402
+from systems import img2dataset  # noqa: E402
+
 EXPECTED_REASON = {
     "missing": "HTTP 404",
     "unavailable": "HTTP 503",
@@ -107,45 +113,10 @@ class W7Config:
 def available(log: Callable[[str], None]) -> bool:
     """Whether W7 can run here: img2dataset, webdataset, aiohttp and Pillow."""
     os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no version check over the network
-    try:
-        import aiohttp  # noqa: F401
-        import img2dataset  # noqa: F401
-        import PIL  # noqa: F401
-        import webdataset  # noqa: F401
-    except Exception as error:  # a missing peer: W7 is left out, and said so
-        log(f"  W7 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W7", ("aiohttp", "img2dataset", "PIL", "webdataset"), log)
 
 
 # -- the child processes ------------------------------------------------------------------
-def _child_img2dataset(spec: dict[str, Any]) -> dict[str, Any]:
-    os.environ["NO_ALBUMENTATIONS_UPDATE"] = "1"
-    from img2dataset import download
-
-    started = time.perf_counter()
-    with contextlib.redirect_stdout(sys.stderr):
-        download(
-            url_list=spec["url_file"],
-            output_folder=spec["output"],
-            processes_count=spec["processes"],
-            thread_count=spec["threads"],
-            image_size=spec["size"],
-            resize_mode="center_crop",
-            encode_quality=spec["quality"],
-            encode_format="jpg",
-            output_format="webdataset",
-            input_format="txt",
-            number_sample_per_shard=spec["shard_samples"],
-            timeout=spec["timeout"],
-            retries=0,
-            compute_hash=None,
-            extract_exif=False,
-            enable_wandb=False,
-        )
-    return {"seconds": time.perf_counter() - started}
-
-
 def _child_aioloader(spec: dict[str, Any]) -> dict[str, Any]:
     import anyio
 
@@ -211,7 +182,7 @@ def child_main(argv: list[str]) -> None:
     """``child <system> <spec json>``: run one ingestion, print its timing as JSON."""
     system, spec = argv[0], json.loads(argv[1])
     run = {
-        "img2dataset": _child_img2dataset,
+        "img2dataset": img2dataset.ingest,
         "aioloader": _child_aioloader,
         "aioloader-processes": _child_aioloader_processes,
     }[system]
@@ -220,31 +191,6 @@ def child_main(argv: list[str]) -> None:
 
 
 # -- reading the outputs back ---------------------------------------------------------------
-def _reason_of_message(message: str) -> str:
-    text = message.lower()
-    for code in ("404", "503"):
-        if f"error {code}" in text or f"http {code}" in text:
-            return f"HTTP {code}"
-    if "timed out" in text or "timeout" in text:
-        return "timeout"
-    if "reset" in text or "closed connection" in text or "remote end closed" in text:
-        return "reset"
-    return message[:60]
-
-
-def _img2dataset_outcome(folder: Path) -> tuple[dict[str, str], list[Path]]:
-    """URL -> "ok" or failure reason, and the shard paths, from img2dataset's parquet files."""
-    import pyarrow.parquet as pq
-
-    outcome: dict[str, str] = {}
-    for path in sorted(folder.glob("*.parquet")):
-        table = pq.read_table(path, columns=["url", "status", "error_message"]).to_pylist()
-        for row in table:
-            ok = row["status"] == "success"
-            outcome[row["url"]] = "ok" if ok else _reason_of_message(row["error_message"] or "")
-    return outcome, sorted(folder.glob("*.tar"))
-
-
 def _aioloader_outcome(folder: Path, urls: list[str]) -> tuple[dict[str, str], list[Path]]:
     """URL -> "ok" or failure reason, and the shard paths, from the manifest.
 
@@ -337,14 +283,16 @@ class _System:
         spec = {**self.spec, "output": str(output)}
         command = [sys.executable, str(HERE / "w7_ingest.py"), "child", self.name, json.dumps(spec)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=HERE.parent)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=900, cwd=HERE.parents[1]
+        )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         lines = [x for x in done.stdout.splitlines() if x.startswith("W7RESULT ")]
         if done.returncode != 0 or not lines:
             raise RuntimeError(f"{self.name} failed ({done.returncode}): {done.stderr[-2000:]}")
         seconds = float(json.loads(lines[-1].split(" ", 1)[1])["seconds"])
         if self.name == "img2dataset":
-            outcome, paths = _img2dataset_outcome(output)  # the merged manifest otherwise
+            outcome, paths = img2dataset.outcome(output)  # the merged manifest otherwise
         else:
             outcome, paths = _aioloader_outcome(output, self.urls)
         self._check(outcome)
@@ -486,7 +434,57 @@ def cases(cfg: W7Config, log: Callable[[str], None], stack: contextlib.ExitStack
     ]
 
 
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W7"
+OPT_IN = True  # several minutes; img2dataset installed by hand
+TITLE = (
+    "web ingestion: 10,000 JPEG URLs on loopback (+50 ms, 2 % faults) -> resize 256 "
+    "center crop -> WebDataset shards"
+)
+NOTES = [
+    "Images/s: successful images / wall seconds of the ingestion call, each run a fresh "
+    "process, both on the same 2 cores (the server too). Every run's successes and "
+    "failures are checked URL by URL against the server's fate table; the first run's "
+    "shards are read by webdataset and by TarShards. See benchmarks/workloads/w7_ingest.py.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W7's cases and notes (left out, and said so, without img2dataset and the rest)."""
+    cfg = W7Config(urls=400, checked_images=20) if quick else W7Config()
+    if not available(log):
+        return [], ["Left out: img2dataset, webdataset, aiohttp or Pillow is missing."]
+    return cases(cfg, log, stack), [*NOTES, f"Settings: {cfg}."]
+
+
+def targets(found: list[Case]) -> list[dict[str, Any]]:
+    """aioloader's ingest against img2dataset: images/s, successes, CPU per image."""
+    ingest = harness.best(found, "W7", "aioloader")
+    if ingest is None:
+        return []
+    theirs = harness.baseline_of(found, "W7")
+    same = theirs is not None and ingest.facts.get("successes") == theirs.facts.get("successes")
+    out = [
+        harness.target("W7: aioloader ingest >= 1.5x img2dataset images/s", ingest, theirs, 1.5),
+        harness.fact_target(
+            "W7: same success count",
+            f"{ingest.facts.get('successes')} vs "
+            f"{theirs.facts.get('successes') if theirs else None}",
+            same,
+        ),
+    ]
+    if theirs is not None and "CPU ms/image" in theirs.facts:
+        a, b = theirs.facts["CPU ms/image"], ingest.facts.get("CPU ms/image")
+        out.append(
+            harness.fact_target(
+                "W7 (information): CPU per image, img2dataset / aioloader",
+                f"{a / b:.2f}x ({a} vs {b} ms)" if b else "n/a",
+                None,
+            )
+        )
+    return out
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "child":
-        sys.path.insert(0, str(HERE.parent))
         child_main(sys.argv[2:])

@@ -3,7 +3,7 @@
 2,048 objects of 64 KiB read in batches of 64 and decoded with ``np.frombuffer`` (every
 object's first bytes are checked), directly and through a relay that delays every request
 by 20 ms (a remote store). The rows and their meaning are those of
-``benchmarks/bench_object_store.py``; here each runs once per round, interleaved with the
+``benchmarks/micro/bench_object_store.py``; here each runs once per round, interleaved with the
 other workloads. The hand-written aiohttp client (SigV4 GETs, the same batch driver) is the
 baseline of each path. torch's DataLoader runs on the direct path only: through the relay
 its 2 spawned workers are bounded by 2 reads / 20 ms = 100 samples/s.
@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import harness
 from harness import Case
 
 
@@ -28,24 +29,13 @@ class W2Config:
 
 def available(log: Callable[[str], None]) -> bool:
     """Whether the object-store benchmark can run here (weed binary, aiohttp, obstore)."""
-    try:
-        import aiohttp  # noqa: F401
-        import bench_object_store  # noqa: F401
-        import obstore  # noqa: F401
-
-        from tests._support.s3 import find_weed
-
-        find_weed()
-    except Exception as error:  # any missing piece: W2 is left out, and said so
-        log(f"  W2 left out: {type(error).__name__}: {error}")
-        return False
-    return True
+    return harness.can_run("W2", ("aiohttp", "obstore", "micro.bench_object_store"), log, weed=True)
 
 
 def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
     """Start the server and the relay (stopped by ``stack``), upload, build the rows."""
     import anyio
-    import bench_object_store as bench
+    from micro import bench_object_store as bench
 
     from tests._support.s3 import SeaweedServer
 
@@ -121,3 +111,23 @@ def _reader(function: Callable[..., float], *args: Any) -> Callable[[], float]:
         return function(info, endpoint, inflight, n, 1)
 
     return measure
+
+
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W2"
+TITLE = "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64"
+NOTES = [
+    "Ratios: each aioloader row against the hand-written aiohttp row of the same path and "
+    "reads in flight (torch against aiohttp at the smaller number in flight). The latency "
+    "bound is reads in flight / 20 ms. On a small machine the server, the relay and the "
+    "client share the cores, so the direct rows show what the machine can serve at all.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W2's cases and notes (left out, and said so, without weed, aiohttp or obstore)."""
+    cfg = W2Config(objects=128, inflight=(32,), torch_workers=None) if quick else W2Config()
+    log("W2: starting SeaweedFS and the 20 ms relay, uploading")
+    if not available(log):
+        return [], ["Left out: SeaweedFS (`weed`), aiohttp or obstore is missing."]
+    return cases(cfg, log, stack), NOTES + ([f"Quick run: {cfg}."] if quick else [])

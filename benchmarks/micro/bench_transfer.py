@@ -1,6 +1,6 @@
 """Host-to-GPU transfer of a W1 line-image batch: pageable vs pinned, blocking vs not.
 
-Run on a machine with CUDA: python benchmarks/bench_transfer.py [--rounds 50]
+Run on a machine with CUDA: python benchmarks/micro/bench_transfer.py [--rounds 50]
 Prints a markdown table of medians. Without CUDA it says so and exits 0.
 """
 

@@ -1,6 +1,6 @@
 """Planning at ImageNet size: time to the first window, planner memory, event-loop lag.
 
-    python -m benchmarks.bench_planner [--steps 300] [--repeats 3]
+    python -m benchmarks.micro.bench_planner [--steps 300] [--repeats 3]
 
 1,281,167 samples in 1,024 shards, batch 256, for ``ShuffledSampler`` and
 ``BlockShuffledSampler(window=4)``. For each sampler:
@@ -43,7 +43,7 @@ from aioloader.sources.cache import HorizonPlanner
 
 N, SHARDS, BATCH, SEED = 1_281_167, 1_024, 256, 0
 SAMPLE_BYTES = 64  # small: the cache's bookkeeping is measured, not copying
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parents[1] / "results"
 
 
 class SyntheticShards:

@@ -24,13 +24,16 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import harness
 import numpy as np
 from harness import Case
+from systems import aioloader as aioloader_system
+from systems import grain
+from systems import torch as torch_system
 
 from aioloader.core import BatchPlan, SampleRng, ShuffledSampler, derive, plan_batch
 from aioloader.engine._build import build_batch
@@ -140,14 +143,33 @@ class System(harness.Port):
         return (own1 - own0) * 1e3 / count, (kids1 - kids0) * 1e3 / count
 
 
-class Aioloader(System):
-    group = "aioloader"
+class Aioloader(aioloader_system.Aioloader, System):
+    """``DataLoader(executor=thread|process)``; checked through ``iter_sync``, timed with
+    ``async for`` on uvloop."""
 
-    def __init__(self, cfg: W1PConfig, samples: list[Any], workers: int, executor: str) -> None:
+    def __init__(
+        self, cfg: W1PConfig, samples: list[Any], workers: int, executor: str, **options: Any
+    ) -> None:
+        from aioloader import DataLoader
         from aioloader.testing import MemoryDataset
 
-        self.cfg, self.workers, self.executor = cfg, workers, executor
-        self.dataset = MemoryDataset(samples)
+        dataset = MemoryDataset(samples)
+
+        def make() -> Any:
+            return DataLoader(
+                dataset,
+                ShuffledSampler(cfg.samples, cfg.batch),
+                collate,
+                seed=SEED,
+                transform=gil_transform,
+                workers=workers,
+                executor=executor,
+                prefetch=cfg.prefetch,
+                **options,
+            )
+
+        super().__init__(make, uvloop=True, sync=True)
+        self.cfg = cfg
         kind = "processes" if executor == "process" else "threads"
         self.name = f"aioloader {kind} workers={workers}"
         self.note = (
@@ -155,46 +177,10 @@ class Aioloader(System):
             "async for on asyncio with uvloop"
         )
 
-    def _loader(self) -> Any:
-        from aioloader import DataLoader
-
-        return DataLoader(
-            self.dataset,
-            ShuffledSampler(self.cfg.samples, self.cfg.batch),
-            collate,
-            seed=SEED,
-            transform=gil_transform,
-            workers=self.workers,
-            executor=self.executor,
-            prefetch=self.cfg.prefetch,
-        )
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        yield self._loader().iter_sync(0, stop)
-
-    def measure(self, warm: int, count: int) -> float:
-        """Like ``System.measure``, consumed with ``async for`` (no portal thread)."""
-        import anyio
-
-        loader = self._loader()
-
-        async def consume() -> float:
-            seen, started = 0, 0.0
-            async with loader.stream(0, warm + count) as stream:
-                async for _ in stream:
-                    if seen == warm:
-                        started = time.perf_counter()
-                    seen += 1
-                ended = time.perf_counter()
-            return count / (ended - started)
-
-        return float(anyio.run(consume, backend_options={"use_uvloop": True}))
-
     def first_batch_seconds(self) -> float:
         """From opening a stream to holding its first batch (process start-up included)."""
         started = time.perf_counter()
-        with contextlib.closing(self._loader().iter_sync(0, 1)) as batches:
+        with contextlib.closing(self.make().iter_sync(0, 1)) as batches:
             next(batches)
             return time.perf_counter() - started
 
@@ -205,8 +191,7 @@ class EpochsAioloader(Aioloader):
     epochs = 3
 
     def __init__(self, cfg: W1PConfig, samples: list[Any], persistent: bool) -> None:
-        super().__init__(cfg, samples, 2, "process")
-        self.persistent = persistent
+        super().__init__(cfg, samples, 2, "process", persistent_workers=persistent)
         how = "persistent" if persistent else "per-epoch (persistent_workers=False)"
         self.name = f"aioloader processes workers=2, {self.epochs} epochs, {how}"
         self.note = (
@@ -216,29 +201,12 @@ class EpochsAioloader(Aioloader):
         )
         self.later_first_batch: list[float] = []
 
-    def _loader(self) -> Any:
-        from aioloader import DataLoader
-
-        return DataLoader(
-            self.dataset,
-            ShuffledSampler(self.cfg.samples, self.cfg.batch),
-            collate,
-            seed=SEED,
-            transform=gil_transform,
-            workers=2,
-            executor="process",
-            persistent_workers=self.persistent,
-            prefetch=self.cfg.prefetch,
-        )
-
     def measure(self, warm: int, count: int) -> float:
-        import anyio
-
         per_epoch = max(1, count // self.epochs)
         steps = self.cfg.steps_per_epoch
 
         async def consume() -> float:
-            loader = self._loader()
+            loader = self.make()
             started = time.perf_counter()
             for epoch in range(self.epochs):
                 opened = time.perf_counter()
@@ -252,7 +220,7 @@ class EpochsAioloader(Aioloader):
             await loader.aclose()
             return per_epoch * self.epochs / (ended - started)
 
-        return float(anyio.run(consume, backend_options={"use_uvloop": True}))
+        return float(aioloader_system.run_async(consume))
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -303,24 +271,6 @@ class TorchDataset:
         return key, gil_transform(self.samples[index], rng)
 
 
-class TorchBatchSampler:
-    """Our sampler's indices, step by step, as torch batch-sampler key lists."""
-
-    def __init__(self, cfg: W1PConfig, stop: int) -> None:
-        self.sampler = ShuffledSampler(cfg.samples, cfg.batch)
-        self.stop = stop
-
-    def __len__(self) -> int:
-        return self.stop
-
-    def __iter__(self) -> Iterator[list[tuple[int, int, int]]]:
-        steps = self.sampler.steps_per_epoch
-        for g in range(self.stop):
-            epoch, step = divmod(g, steps)
-            indices = self.sampler.indices(SEED, epoch, step).tolist()
-            yield [(g, slot, i) for slot, i in enumerate(indices)]
-
-
 def torch_collate(items: list[tuple[tuple[int, int, int], Any]]) -> dict[str, Any]:
     """Stack the transformed samples (numpy: a 2 KiB batch, pickled back by torch)."""
     return {
@@ -330,68 +280,22 @@ def torch_collate(items: list[tuple[tuple[int, int, int], Any]]) -> dict[str, An
     }
 
 
-class Torch(System):
-    group = "torch"
+class Torch(torch_system.Torch, System):
+    """torch: the transform in ``__getitem__``, our order, a stacking collate_fn."""
 
     def __init__(self, cfg: W1PConfig, samples: list[Any], workers: int) -> None:
-        self.cfg, self.samples, self.workers = cfg, samples, workers
-        self.name = f"torch DataLoader num_workers={workers}"
-        self.note = (
-            f"torch.utils.data.DataLoader(num_workers={workers}"
-            + (", prefetch_factor=4" if workers else "")
-            + "), transform in __getitem__, our sampler order, collate_fn stacks"
-        )
+        def parts(stop: int) -> tuple[Any, Any, Any]:
+            order = torch_system.StepSampler(
+                ShuffledSampler(cfg.samples, cfg.batch), SEED, stop, key="slot"
+            )
+            return TorchDataset(cfg, samples), order, torch_collate
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import torch.utils.data
-
-        loader = torch.utils.data.DataLoader(
-            TorchDataset(self.cfg, self.samples),  # type: ignore[arg-type]
-            batch_sampler=TorchBatchSampler(self.cfg, stop),
-            collate_fn=torch_collate,
-            num_workers=self.workers,
-            prefetch_factor=4 if self.workers else None,
-        )
-        iterator = iter(loader)
-        try:
-            yield iterator
-        finally:
-            del iterator
+        how = "transform in __getitem__, our sampler order, collate_fn stacks"
+        super().__init__(workers, parts, how)
 
 
-class Grain(System):
-    group = "grain"
-    name = "Grain mp_prefetch 2 processes"
-    note = (
-        "MapDataset.source(steps).map(build_step).to_iter_dataset()"
-        ".mp_prefetch(MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))"
-    )
-
-    def __init__(self, cfg: W1PConfig, samples: list[Any]) -> None:
-        self.build = StepBuilder(cfg, samples)
-
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        import grain
-        from absl import flags
-
-        if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; no main() parsed them
-            flags.FLAGS.mark_as_parsed()
-        iterable = (
-            grain.MapDataset.source(range(stop))
-            .map(self.build)
-            .to_iter_dataset(grain.ReadOptions(num_threads=1, prefetch_buffer_size=2))
-            .mp_prefetch(grain.MultiprocessingOptions(num_workers=2, per_worker_buffer_size=4))
-        )
-        iterator = iter(iterable)
-        try:
-            yield iterator
-        finally:
-            close = getattr(iterator, "close", None)
-            if callable(close):
-                close()
-            del iterator
+class Grain(grain.Grain, System):
+    """Grain over ``StepBuilder`` in 2 spawned processes (each rebuilds the samples)."""
 
 
 def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> list[System]:
@@ -403,16 +307,11 @@ def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> l
         EpochsAioloader(cfg, samples, persistent=True),
         EpochsAioloader(cfg, samples, persistent=False),
     ]
-    for module, build in (
+    optional: list[tuple[str, Callable[[], list[Any]]]] = [
         ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 2)]),
-        ("grain", lambda: [Grain(cfg, samples)]),
-    ):
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  W1P: {module} is not installed ({error}); its rows are left out")
-            continue
-        found += build()
+        ("grain", lambda: [Grain(StepBuilder(cfg, samples), processes=2, prefetch=2)]),
+    ]
+    found += harness.installed_rows("W1P", optional, log)
     return found
 
 
@@ -441,22 +340,14 @@ def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
         if sys.platform == "linux":
             own, below = system.cpu_per_batch(8, 80)
             facts["CPU ms/batch: main process + workers"] = f"{own:.2f} + {below:.2f}"
+        baseline = system.name == "aioloader threads workers=0"
         out.append(
-            Case(
-                workload="W1P",
-                system=system.name,
-                metric="batches/s",
-                measure=_measure(system, cfg),
-                baseline=system.name == "aioloader threads workers=0",
-                group=system.group,
-                note=system.note,
-                facts=facts,
-            )
+            harness.port_case("W1P", system, "batches/s", cfg.warm, cfg.count, baseline, facts)
         )
     return out
 
 
-def targets(cases: list[Case], target: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
+def targets(cases: list[Case]) -> list[dict[str, Any]]:
     """The issue's W1P targets, from one run."""
     by_name = {c.system: c for c in cases if c.workload == "W1P" and c.values}
     processes = by_name.get("aioloader processes workers=2")
@@ -465,19 +356,19 @@ def targets(cases: list[Case], target: Callable[..., dict[str, Any]]) -> list[di
     )
     per_epoch = next((c for c in cases if c.workload == "W1P" and "per-epoch" in c.system), None)
     return [
-        target(
+        harness.target(
             "W1P: 3 epochs with persistent workers >= 1.0x per-epoch workers",
             persistent,
             per_epoch,
             1.0,
         ),
-        target(
+        harness.target(
             "W1P: 2 worker processes >= 1.7x workers=0",
             processes,
             by_name.get("aioloader threads workers=0"),
             1.7,
         ),
-        target(
+        harness.target(
             "W1P: 2 worker processes >= 3x torch DataLoader(num_workers=2)",
             processes,
             by_name.get("torch DataLoader num_workers=2"),
@@ -486,5 +377,18 @@ def targets(cases: list[Case], target: Callable[..., dict[str, Any]]) -> list[di
     ]
 
 
-def _measure(system: System, cfg: W1PConfig) -> Callable[[], float]:
-    return lambda: system.measure(cfg.warm, cfg.count)
+# -- the workload, as run.py crosses it -----------------------------------------------------
+NAME = "W1P"
+TITLE = "a GIL-bound transform: pure-Python loop over 3,000 floats per sample, batch 32"
+NOTES = [
+    "Every row gives bit-identical batches (checked before timing). Batches/s over 60 "
+    "batches after 4 untimed ones (process start-up, prefetch fill) per round; "
+    "'first batch (s)' is from opening a stream to its first batch.",
+]
+
+
+def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+    """W1P's cases and notes."""
+    cfg = W1PConfig(count=8, verify=2) if quick else W1PConfig()
+    log("W1P: building and checking every port")
+    return cases(cfg, log), NOTES + ([f"Quick run: {cfg}."] if quick else [])

@@ -1,6 +1,6 @@
 """``aioloader demo``'s steady state against ``aioloader bench``'s W1 row at the same setting.
 
-Run: ``.venv/bin/python benchmarks/demo_vs_bench.py [--rounds 5]``.
+Run: ``.venv/bin/python benchmarks/micro/demo_vs_bench.py [--rounds 5]``.
 
 Each round runs, in fresh interpreters and in turn: ``aioloader demo --no-digest`` (its
 "steady state" line: 16 warm-up batches, then 500 timed) and the W1 benchmark's own
@@ -22,7 +22,7 @@ BENCH = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from aioloader.core import _backend
-import w1_images as w1
+from workloads import w1_images as w1
 _backend.load()
 cfg = w1.W1Config()
 port = w1.Aioloader(cfg, w1.make_samples(cfg), workers=0, uvloop=True)
@@ -48,7 +48,7 @@ def demo_rate() -> float:
 
 def bench_rate() -> float:
     """One measurement of the W1 benchmark's ``aioloader workers=0 uvloop`` row."""
-    folder = str(Path(__file__).resolve().parent)
+    folder = str(Path(__file__).resolve().parents[1])  # benchmarks/: workloads, systems
     out = subprocess.run(
         [sys.executable, "-c", BENCH, folder], capture_output=True, text=True, check=True
     ).stdout

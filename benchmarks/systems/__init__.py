@@ -1,0 +1,1 @@
+"""Systems: one adapter module per loader under test, shared by every workload."""

@@ -1,0 +1,38 @@
+"""LitData: ``StreamingDataset`` over optimized chunks on S3, in its ``StreamingDataLoader``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from systems.s3spec import Collate, Work, storage_options
+
+
+def loader(
+    spec: dict[str, Any],
+    cache: Path,
+    work: Work,
+    collate: Collate,
+    max_cache_size: int | None = None,
+) -> Any:
+    """A shuffled ``StreamingDataLoader``; ``transform`` runs ``work`` on each sample.
+
+    Its obstore client options get ``allow_http`` (loopback is plain http; real S3 is https).
+    """
+    import litdata
+    from litdata.streaming import downloader
+
+    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True  # type: ignore[index]
+    limit = {} if max_cache_size is None else {"max_cache_size": max_cache_size}
+    dataset = litdata.StreamingDataset(
+        f"s3://{spec['bucket']}/{spec['prefix']}",
+        cache_dir=str(cache),
+        shuffle=True,
+        seed=spec["seed"],
+        storage_options=storage_options(spec),
+        transform=lambda s: work(s["jpg"], s["label"], s["id"]),
+        **limit,
+    )
+    return litdata.StreamingDataLoader(
+        dataset, batch_size=spec["batch"], num_workers=spec["workers"], collate_fn=collate
+    )

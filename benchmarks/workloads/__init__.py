@@ -1,0 +1,32 @@
+"""Workloads: one module per workload, each declaring its data, per-sample work, rows and targets.
+
+Every module has ``NAME``, ``TITLE``, ``NOTES``, ``build(quick, log, stack, args) -> (cases,
+notes)`` and, where the workload has targets, ``targets(cases)``. ``benchmarks/run.py``
+crosses them with the adapters of ``benchmarks/systems/``. To add a workload: write its
+module and add one line to ``MODULES`` (and to ``OPT_IN`` if it runs only when named).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# In the order of the reports; cases are built in this order too.
+MODULES = {
+    "W1": "w1_images",
+    "W1U": "w1u_user_code",
+    "W1P": "w1p_gil",
+    "W2": "w2_object_store",
+    "W3": "w3_tokens",
+    "W4": "w4_resume",
+    "W5": "w5_jpeg",
+    "W6": "w6_object_storage",
+    "W7": "w7_ingest",
+    "W8": "w8_cache",
+}
+OPT_IN = ("W6", "W7", "W8")  # long, or needing peers installed by hand: run only when named
+
+
+def load(name: str) -> ModuleType:
+    """The module of workload ``name`` (``"W1"``, ...)."""
+    return importlib.import_module(f"workloads.{MODULES[name]}")
