@@ -208,7 +208,8 @@ class DataLoader(Generic[SampleT, BatchT]):
                 f"sampler must address at most len(dataset) = {length} items but "
                 f"{sampler!r} addresses {items}"
             )
-        auto_workers, auto_prefetch = workers == AUTO, prefetch == AUTO
+        auto_workers = isinstance(workers, str) and workers == AUTO
+        auto_prefetch = isinstance(prefetch, str) and prefetch == AUTO
         if autotune is not None and not isinstance(autotune, AutoTune):
             raise TypeError(f"autotune must be an AutoTune or None but got {autotune!r}")
         if autotune is not None and not (auto_workers or auto_prefetch):

@@ -379,13 +379,15 @@ def _open_clients(port: int) -> tuple[int, int]:
 
     gc.collect()
     objects = gc.get_objects()
+    # type(o), not isinstance: isinstance reads __class__, which some objects (torch's
+    # deprecated reduce_op) answer with a warning
     sessions = sum(
-        (isinstance(o, aiohttp.ClientSession) and not o.closed)
-        or (isinstance(o, httpx.AsyncClient) and not o.is_closed)
+        (issubclass(type(o), aiohttp.ClientSession) and not o.closed)
+        or (issubclass(type(o), httpx.AsyncClient) and not o.is_closed)
         for o in objects
     )
     transports = sum(
-        isinstance(o, asyncio.Transport)
+        issubclass(type(o), asyncio.Transport)
         and not o.is_closing()
         and (o.get_extra_info("peername") or ("", 0))[1] == port
         for o in objects
