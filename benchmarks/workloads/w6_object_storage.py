@@ -50,7 +50,6 @@ from typing import Any
 
 import harness
 from harness import Case
-from systems import aioloader as aioloader_system
 from systems.s3spec import peer_env
 
 from workloads import w6_data
@@ -91,19 +90,6 @@ def available(log: Callable[[str], None]) -> bool:
 def missing(modules: tuple[str, ...]) -> list[str]:
     """The modules of ``modules`` that are not installed."""
     return [m for m in modules if importlib.util.find_spec(m) is None]
-
-
-def lib_has(*names: str) -> bool:
-    """Whether aioloader offers every dotted name (block shuffle and cache land separately)."""
-    import aioloader
-
-    for name in names:
-        target: Any = aioloader
-        for part in name.split("."):
-            target = getattr(target, part, None)
-            if target is None:
-                return False
-    return True
 
 
 # -- the server side --------------------------------------------------------------------
@@ -332,6 +318,7 @@ def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack
             note=row.note,
             compare_to=f"{row.path}: WebDataset, {cfg.workers} workers",
         )
+        case.facts["shards"] = len(keys)
         absent = missing(row.requires)
         if absent:
             case.error = f"not installed: {', '.join(absent)}"
