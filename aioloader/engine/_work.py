@@ -198,7 +198,7 @@ class StreamWork(Generic[BatchT]):
                 plan_reads = getattr(config.dataset, "plan_reads", None)
                 if callable(plan_reads):  # a source that reads by the plan: off the loop
                     await anyio.to_thread.run_sync(
-                        plan_reads, config.sampler, config.seed, self._start
+                        plan_reads, config.sampler, config.seed, self._start, self._stop
                     )
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):

@@ -333,15 +333,17 @@ class TarShards(Generic[SampleT]):
             (name, index.tag) for name, index in zip(self.shards, self.indices, strict=True)
         )
 
-    def plan_reads(self, sampler: Any, seed: int, start_step: int = 0) -> None:
-        """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step)``.
+    def plan_reads(
+        self, sampler: Any, seed: int, start_step: int = 0, stop_step: int | None = None
+    ) -> None:
+        """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step, stop_step)``.
 
         The loader calls it, in a worker thread, when a stream starts from ``start_step``
-        (users need not); without a cache it does nothing. It blocks while the plan's first
-        window is computed.
+        (and stops before ``stop_step``, None: never); users need not. Without a cache it
+        does nothing. It blocks while the plan's first window is computed.
         """
         if self.cache is not None:
-            self.cache.plan(sampler, seed, start_step)
+            self.cache.plan(sampler, seed, start_step, stop_step)
 
     def span_of(self, index: int) -> ByteRange:
         """``(shard, start, end)``: the bytes holding sample ``index``'s members."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
@@ -386,7 +387,7 @@ def test_a_streamed_shard_indexes_as_the_window_scan_even_if_the_stream_drops(
 ) -> None:
     raw = tar_bytes([(f"s{i}.bin", bytes([i % 256]) * n) for i, n in enumerate(sizes)])
     bounds = sorted({min(c, len(raw)) for c in cuts} | {0, len(raw)})
-    pieces = [raw[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [raw[a:b] for a, b in itertools.pairwise(bounds)]
     fetched: list[tuple[int, int]] = []
 
     def chunks() -> Any:
