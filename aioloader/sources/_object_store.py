@@ -41,7 +41,7 @@ from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import PerLoop, SharedLimit, gather_ordered, running_asyncio_loop
 from ._decode import decode_bytes, decode_named, naming_sample, takes_key
 from ._local import check_index
-from ._retry import RetryPolicy, describe_failure, is_range_error, scrub, secrets_of
+from ._retry import RequestCounters, RetryPolicy, describe_failure, is_range_error, scrub, secrets_of
 
 logger = logging.getLogger("aioloader")
 
@@ -57,12 +57,12 @@ OnError = Literal["raise", "skip"]
 
 
 @dataclass(frozen=True)
-class ObjectStoreStatistics:
+class ObjectStoreStatistics(RequestCounters):
     """Counters of an ``ObjectReader`` or ``ObjectStore``.
 
+    ``requests`` and ``retries`` (``RequestCounters``) come first, then these.
+
     Attributes:
-        requests: Attempts sent, retries included.
-        retries: Attempts that followed a transient failure.
         bytes_read: Bytes delivered.
         in_flight: Requests in flight now.
         failures: Reads that failed for good (raised, or skipped).
@@ -70,8 +70,6 @@ class ObjectStoreStatistics:
         skipped_keys: The first ``MAX_SKIPPED_KEYS`` keys skipped, in the order they were.
     """
 
-    requests: int
-    retries: int
     bytes_read: int
     in_flight: int
     failures: int
