@@ -41,7 +41,14 @@ from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import PerLoop, SharedLimit, gather_ordered, running_asyncio_loop
 from ._decode import decode_bytes, decode_named, naming_sample, takes_key
 from ._local import check_index
-from ._retry import RequestCounters, RetryPolicy, describe_failure, is_range_error, scrub, secrets_of
+from ._retry import (
+    RequestCounters,
+    RetryPolicy,
+    describe_failure,
+    is_range_error,
+    scrub,
+    secrets_of,
+)
 
 logger = logging.getLogger("aioloader")
 

@@ -20,7 +20,11 @@ from ..core._streams import RngStream
 __all__ = (
     "RequestCounters",
     "RetryPolicy",
-    "describe_failure", "is_range_error", "scrub", "secrets_of")
+    "describe_failure",
+    "is_range_error",
+    "scrub",
+    "secrets_of",
+)
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _S3_CODE = re.compile(r"<Code>([^<]{1,64})</Code>")
