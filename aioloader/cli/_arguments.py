@@ -1,4 +1,5 @@
-"""Argument types and the one error a subcommand raises to stop with a message."""
+"""Argument types, the options several subcommands share, and the one error a subcommand
+raises to stop with a message."""
 
 from __future__ import annotations
 
@@ -15,6 +16,24 @@ class CommandError(Exception):
 
 
 BACKENDS = ("asyncio", "uvloop", "trio")
+
+
+def add_loader_settings(parser: Any, *, workers: int, prefetch: int) -> None:
+    """Add ``--workers`` and ``--prefetch``, the settings the loader runs with, to ``parser``."""
+    parser.add_argument(
+        "--workers",
+        type=non_negative,
+        default=workers,
+        metavar="N",
+        help=f"CPU threads; 0 builds on the event loop (default {workers})",
+    )
+    parser.add_argument(
+        "--prefetch",
+        type=positive,
+        default=prefetch,
+        metavar="N",
+        help=f"ring slots (default {prefetch})",
+    )
 
 
 def default_backend() -> str:

@@ -16,7 +16,14 @@ from ..core import _backend
 from ..core._digest import digest_batch
 from ..core._samplers import ShuffledSampler
 from ..engine._loader import DataLoader
-from ._arguments import BACKENDS, backend_arguments, default_backend, non_negative, positive
+from ._arguments import (
+    BACKENDS,
+    add_loader_settings,
+    backend_arguments,
+    default_backend,
+    non_negative,
+    positive,
+)
 
 WORKERS = 0
 PREFETCH = 8
@@ -196,20 +203,7 @@ def add_parser(commands: Any) -> None:
             "uvloop (asyncio where uvloop is not installed)."
         ),
     )
-    parser.add_argument(
-        "--workers",
-        type=non_negative,
-        default=WORKERS,
-        metavar="N",
-        help=f"CPU threads; 0 builds on the event loop (default {WORKERS})",
-    )
-    parser.add_argument(
-        "--prefetch",
-        type=positive,
-        default=PREFETCH,
-        metavar="N",
-        help=f"ring slots (default {PREFETCH})",
-    )
+    add_loader_settings(parser, workers=WORKERS, prefetch=PREFETCH)
     parser.add_argument(
         "--steps", type=positive, default=500, metavar="N", help="batches (default 500)"
     )

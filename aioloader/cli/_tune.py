@@ -14,7 +14,7 @@ from typing import Any
 from ..core._autotune import Decision, Knobs
 from ..core._pool import release_batch
 from ._arguments import positive, positive_float
-from ._config import CONFIG_HELP, load_factory
+from ._config import CONFIG_HELP, add_config_argument, load_factory
 from ._tuning import epoch_time, recommend_workers
 
 MAX_ROWS = 8
@@ -34,7 +34,7 @@ def add_parser(commands: Any) -> None:
             "steps per epoch unless --epoch-batches is given. " + CONFIG_HELP
         ),
     )
-    parser.add_argument("config", nargs="?", metavar="CONFIG", help=".json or .py config")
+    add_config_argument(parser)
     parser.add_argument(
         "--step-ms", type=positive_float, required=True, metavar="MS", help="trainer step time"
     )
