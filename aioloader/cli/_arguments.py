@@ -7,6 +7,7 @@ import importlib.util
 from typing import Any
 
 from .._argtypes import non_negative as non_negative
+from .._argtypes import options_named as options_named
 from .._argtypes import positive as positive
 from .._argtypes import positive_float as positive_float
 

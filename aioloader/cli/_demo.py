@@ -22,6 +22,7 @@ from ._arguments import (
     backend_arguments,
     default_backend,
     non_negative,
+    options_named,
     positive,
 )
 
@@ -226,16 +227,8 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> list[str]:
     """Run both passes and return the report's lines."""
-    options = {
-        "workers": args.workers,
-        "prefetch": args.prefetch,
-        "steps": args.steps,
-        "start_step": args.start_step,
-        "seed": args.seed,
-        "backend": args.backend,
-        "progress": True,
-    }
-    began, plain = demo_main(digest=False, **options)
+    options = options_named(args, "workers", "prefetch", "steps", "start_step", "seed", "backend")
+    began, plain = demo_main(digest=False, progress=True, **options)
     last = args.start_step + args.steps - 1
     lines = [
         f"steps {args.start_step}..{last}  workers {args.workers}  prefetch {args.prefetch}  "
@@ -247,7 +240,7 @@ def run(args: argparse.Namespace) -> list[str]:
         f"waiting        {wait_explained(args.workers, plain.wait_share)}",
     ]
     if not args.no_digest:
-        _, hashed = demo_main(digest=True, **options)
+        _, hashed = demo_main(digest=True, progress=True, **options)
         lines += [
             f"with hashing   {hashed.batches_per_second:,.0f} batches/s  "
             "(SHA-256 of every batch on the consumer's thread)",
