@@ -4,6 +4,7 @@ raises to stop with a message."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from typing import Any
 
 from .._argtypes import non_negative as non_negative
@@ -19,22 +20,22 @@ class CommandError(Exception):
 BACKENDS = ("asyncio", "uvloop", "trio")
 
 
+def add_option(
+    parser: Any, flag: str, kind: Callable[[str], Any], metavar: str, text: str, **more: Any
+) -> None:
+    """Add the option ``flag`` taking one value, parsed by ``kind``, shown as ``metavar``.
+
+    ``text`` is its help; ``more`` goes to ``add_argument`` as is (``default``, ``required``).
+    """
+    parser.add_argument(flag, type=kind, metavar=metavar, help=text, **more)
+
+
 def add_loader_settings(parser: Any, *, workers: int, prefetch: int) -> None:
     """Add ``--workers`` and ``--prefetch``, the settings the loader runs with, to ``parser``."""
-    parser.add_argument(
-        "--workers",
-        type=non_negative,
-        default=workers,
-        metavar="N",
-        help=f"CPU threads; 0 builds on the event loop (default {workers})",
-    )
-    parser.add_argument(
-        "--prefetch",
-        type=positive,
-        default=prefetch,
-        metavar="N",
-        help=f"ring slots (default {prefetch})",
-    )
+    workers_text = f"CPU threads; 0 builds on the event loop (default {workers})"
+    add_option(parser, "--workers", non_negative, "N", workers_text, default=workers)
+    prefetch_text = f"ring slots (default {prefetch})"
+    add_option(parser, "--prefetch", positive, "N", prefetch_text, default=prefetch)
 
 
 def default_backend() -> str:

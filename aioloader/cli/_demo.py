@@ -19,6 +19,7 @@ from ..engine._loader import DataLoader
 from ._arguments import (
     BACKENDS,
     add_loader_settings,
+    add_option,
     backend_arguments,
     default_backend,
     non_negative,
@@ -205,15 +206,9 @@ def add_parser(commands: Any) -> None:
         ),
     )
     add_loader_settings(parser, workers=WORKERS, prefetch=PREFETCH)
-    parser.add_argument(
-        "--steps", type=positive, default=500, metavar="N", help="batches (default 500)"
-    )
-    parser.add_argument(
-        "--start-step", type=non_negative, default=0, metavar="G", help="first global step"
-    )
-    parser.add_argument(
-        "--seed", type=non_negative, default=0, metavar="S", help="run seed (default 0)"
-    )
+    add_option(parser, "--steps", positive, "N", "batches (default 500)", default=500)
+    add_option(parser, "--start-step", non_negative, "G", "first global step", default=0)
+    add_option(parser, "--seed", non_negative, "S", "run seed (default 0)", default=0)
     parser.add_argument(
         "--backend", choices=BACKENDS, default=backend, help=f"event loop (default {backend})"
     )

@@ -10,7 +10,7 @@ import anyio
 
 from ..core._digest import digest_batch
 from ..core._pool import release_batch
-from ._arguments import CommandError, add_loader_settings, non_negative, positive
+from ._arguments import CommandError, add_loader_settings, add_option, non_negative, positive
 from ._config import CONFIG_HELP, add_config_argument, load_factory
 
 
@@ -26,12 +26,8 @@ def add_parser(commands: Any) -> None:
         ),
     )
     add_config_argument(parser)
-    parser.add_argument(
-        "--start", type=non_negative, default=0, metavar="START", help="first global step"
-    )
-    parser.add_argument(
-        "--stop", type=positive, default=32, metavar="STOP", help="one past the last step"
-    )
+    add_option(parser, "--start", non_negative, "START", "first global step", default=0)
+    add_option(parser, "--stop", positive, "STOP", "one past the last step", default=32)
     add_loader_settings(parser, workers=0, prefetch=8)
     parser.set_defaults(run=run)
 
