@@ -103,6 +103,8 @@ class _FixedBatches:
     """
 
     __slots__ = ("_batch_size", "_steps")
+    _batch_size: int
+    _steps: int
 
     @property
     def batch_size(self) -> int:

@@ -85,18 +85,16 @@ def _indivisible_message(size: int, world_size: int, sampler: Sampler) -> str:
 
 
 class _OneRank:
-    """Rank ``rank`` of ``world_size`` ranks (checked): what each sharding sampler is for.
+    """Rank ``rank`` of ``world_size`` ranks: what each sharding sampler is for.
 
-    Holds no slots of its own (a subclass lists ``_rank`` and ``_world_size``), so that a
-    sampler may also derive from a base that has some.
+    Holds no slots of its own: a subclass lists ``_rank`` and ``_world_size`` in its
+    ``__slots__`` and sets them from ``_check_rank``, so that it may also derive from a
+    base that has slots (``DistributedSampler`` does).
     """
 
     __slots__ = ()
     _rank: int
     _world_size: int
-
-    def __init__(self, rank: int, world_size: int) -> None:
-        self._rank, self._world_size = _check_rank(rank, world_size)
 
     @property
     def rank(self) -> int:
@@ -128,7 +126,7 @@ class RankSlice(_OneRank):
 
     def __init__(self, sampler: Sampler, rank: int, world_size: int) -> None:
         check_sampler(sampler, needs_a_step=False)
-        _OneRank.__init__(self, rank, world_size)
+        self._rank, self._world_size = _check_rank(rank, world_size)
         self._sampler = sampler
         sizes = batch_sizes_of(sampler)
         if sizes is not None:
@@ -221,7 +219,7 @@ class DistributedSampler(_FixedBatches, _OneRank):
     ) -> None:
         self._n = positive_int("n", n, INDEX_LIMIT)
         self._batch_size = batch_size_arg(batch_size)
-        _OneRank.__init__(self, rank, world_size)
+        self._rank, self._world_size = _check_rank(rank, world_size)
         self._shuffle = flag("shuffle", shuffle)
         self._drop_last = flag("drop_last", drop_last)
         self._drop_last_batch = flag("drop_last_batch", drop_last_batch)
