@@ -29,7 +29,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, overload
 
@@ -55,6 +55,7 @@ logger = logging.getLogger("aioloader")
 __all__ = ("ObjectReader", "ObjectStore", "ObjectStoreStatistics", "RetryPolicy")
 
 SampleT = TypeVar("SampleT")
+ResultT = TypeVar("ResultT")
 
 _WHOLE = 1 << 62  # the end of an open byte range: "from 0 to the end of the object"
 MAX_SKIPPED_KEYS = 100
@@ -230,19 +231,25 @@ class ObjectReader:
 
         obstore's own client timeout applies here, not ``timeout``.
         """
+        data = self._retried_sync(key, start, end, lambda: self._fetch_sync(key, start, end))
+        with self._sync_lock:
+            self._bytes += len(data)
+        return data
+
+    def _retried_sync(
+        self, key: str, start: int | None, end: int | None, request: Callable[[], ResultT]
+    ) -> ResultT:
+        """``request()``, counted, and retried under ``retries`` while it fails transiently;
+        a failure for good raises the error naming ``key`` (and the range, if any)."""
         attempt = 0
         while True:
             attempt += 1
             with self._sync_lock:
                 self._requests += 1
             try:
-                data = self._fetch_sync(key, start, end)
+                return request()
             except Exception as exc:
                 kind, summary = describe_failure(exc)
-            else:
-                with self._sync_lock:
-                    self._bytes += len(data)
-                return data
             if kind == "transient" and attempt < self.retries.max_attempts:
                 with self._sync_lock:
                     self._retries += 1
@@ -252,6 +259,23 @@ class ObjectReader:
                 error = self._error(key, start, end, kind, summary, attempt)
             raise error from None
 
+    def stream_sync(self, key: str, chunk: int) -> tuple[int, str, Iterator[bytes]]:
+        """One GET of the whole of ``key``, blocking: (size, version tag, its chunks in order).
+
+        Opening the request is retried like ``read_sync``; the chunks (about ``chunk`` bytes
+        each) arrive as they are iterated and are counted as they come.
+        """
+        result = self._retried_sync(key, None, None, lambda: obstore.get(self.store, key))
+        size, tag = _size_and_tag(result.meta)
+        return size, tag, self._counted(result.stream(min_chunk_size=chunk))
+
+    def _counted(self, chunks: Iterable[Any]) -> Iterator[bytes]:
+        for piece in chunks:
+            data = bytes(piece)
+            with self._sync_lock:
+                self._bytes += len(data)
+            yield data
+
     def head_sync(self, key: str) -> tuple[int, str]:
         """(size, version tag) of ``key``, blocking; the tag is the ETag or the mtime."""
         try:
@@ -259,8 +283,7 @@ class ObjectReader:
         except Exception as exc:
             kind, summary = describe_failure(exc)
             raise self._error(key, None, None, kind, summary, 1) from None
-        tag = meta.get("e_tag") or str(meta.get("last_modified", ""))
-        return int(meta["size"]), str(tag)
+        return _size_and_tag(meta)
 
     def list_sync(self, prefix: str | None) -> list[str]:
         """Sorted keys under ``prefix`` (all keys when None), blocking."""
@@ -274,6 +297,12 @@ class ObjectReader:
                 f"listing prefix {prefix!r} in {self.store!r} failed: {self._scrub(summary)}"
             ) from None
         return sorted(keys)
+
+
+def _size_and_tag(meta: Any) -> tuple[int, str]:
+    """(size, version tag) of an object's metadata; the tag is the ETag or the mtime."""
+    tag = meta.get("e_tag") or str(meta.get("last_modified", ""))
+    return int(meta["size"]), str(tag)
 
 
 def _check_range(byte_range: Any) -> tuple[int, int] | None:
