@@ -57,3 +57,18 @@ def options_named(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     {'seed': 3, 'steps': 10}
     """
     return {name: getattr(args, name) for name in names}
+
+
+BACKENDS = ("asyncio", "uvloop", "trio")
+"""The event loops a ``--backend`` option chooses from."""
+
+
+def run_backend(backend: str) -> tuple[str, dict[str, Any]]:
+    """``(backend, backend_options)`` for ``anyio.run`` of a ``--backend`` choice.
+
+    >>> run_backend("uvloop"), run_backend("trio")
+    (('asyncio', {'use_uvloop': True}), ('trio', {}))
+    """
+    if backend == "uvloop":
+        return "asyncio", {"use_uvloop": True}
+    return backend, {}

@@ -6,7 +6,14 @@ import argparse
 
 import pytest
 
-from aioloader._argtypes import non_negative, options_named, positive, positive_float
+from aioloader._argtypes import (
+    BACKENDS,
+    non_negative,
+    options_named,
+    positive,
+    positive_float,
+    run_backend,
+)
 
 
 def test_integers_are_parsed_and_bounded() -> None:
@@ -43,3 +50,11 @@ def test_options_named_hands_over_the_named_options_only() -> None:
     assert options_named(args) == {}
     with pytest.raises(AttributeError, match="'Namespace' object has no attribute 'start'"):
         options_named(args, "seed", "start")
+
+
+def test_every_backend_choice_maps_to_anyio_run_arguments() -> None:
+    assert [run_backend(name) for name in BACKENDS] == [
+        ("asyncio", {}),
+        ("asyncio", {"use_uvloop": True}),
+        ("trio", {}),
+    ]

@@ -7,17 +7,16 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
+from .._argtypes import BACKENDS as BACKENDS
 from .._argtypes import non_negative as non_negative
 from .._argtypes import options_named as options_named
 from .._argtypes import positive as positive
 from .._argtypes import positive_float as positive_float
+from .._argtypes import run_backend
 
 
 class CommandError(Exception):
     """A subcommand cannot go on; ``main`` prints ``error: <message>`` and exits with 2."""
-
-
-BACKENDS = ("asyncio", "uvloop", "trio")
 
 
 def add_option(
@@ -52,6 +51,4 @@ def backend_arguments(backend: str) -> tuple[str, dict[str, Any]]:
             f"--backend {backend} needs the {package} package, which is not installed "
             f"(pip install {package})"
         )
-    if backend == "uvloop":
-        return "asyncio", {"use_uvloop": True}
-    return backend, {}
+    return run_backend(backend)

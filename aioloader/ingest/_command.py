@@ -24,7 +24,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, cast
 
-from .._argtypes import options_named, positive, positive_float
+from .._argtypes import BACKENDS, options_named, positive, positive_float, run_backend
 
 __all__ = ("add_parser", "run")
 
@@ -151,9 +151,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="resume even though INPUT grew past the end an earlier run reached",
     )
-    parser.add_argument(
-        "--backend", choices=("asyncio", "uvloop", "trio"), default="asyncio", help="event loop"
-    )
+    parser.add_argument("--backend", choices=BACKENDS, default="asyncio", help="event loop")
     parser.add_argument("--quiet", action="store_true", help="no line per committed shard")
     return parser
 
@@ -261,8 +259,7 @@ def run(args: argparse.Namespace) -> int:
 
     import anyio
 
-    backend = "asyncio" if args.backend == "uvloop" else args.backend
-    options = {"use_uvloop": True} if args.backend == "uvloop" else {}
+    backend, options = run_backend(args.backend)
     summary = anyio.run(main, backend=backend, backend_options=options)
     print(summary.format())
     sys.stdout.flush()
