@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import itertools
 import json
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from aioloader import MalformedShardError, ObjectNotFoundError
 from aioloader._protocols import BatchedDataset
-from aioloader.sources._tar import TarShards
+from aioloader.sources._tar import TarShards, TarShardsOptions
 from aioloader.sources._tar_index import (
     StreamReader,
     _number,
@@ -574,3 +575,12 @@ def test_gnu_sparse_and_continuation_members_are_refused(
     pattern = rf"gnu\.tar': member 'k\.bin' at byte 0 .*{what}"
     with pytest.raises(MalformedShardError, match=pattern):
         TarShards([path])
+
+
+def test_the_typed_options_are_the_keywords_of_the_constructor() -> None:
+    keywords = [
+        name
+        for name, parameter in inspect.signature(TarShards.__init__).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "decode"
+    ]
+    assert list(TarShardsOptions.__annotations__) == keywords

@@ -318,7 +318,7 @@ class KnownFutureCache:
                         self._use_ahead(unit, *writes)
                         await turn.pause_if_due()
                 if planner is not None and step is not None:
-                    self._tally.planned += 1
+                    self._tally.planned_batches += 1
                     await self._ahead_of(source, planner, step, set(need), ahead)
             if (
                 planner is not None
@@ -413,8 +413,8 @@ class KnownFutureCache:
         data, arrived = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
         tally = self._tally
-        tally.waiting -= len(data)
-        tally.used += len(data)
+        tally.bytes_waiting -= len(data)
+        tally.bytes_used += len(data)
         tally.prefetch_hits += 1
         tally.lead_total += time.monotonic() - arrived
         self._admit(unit, data, deletes, writes)
@@ -422,8 +422,8 @@ class KnownFutureCache:
     def _drop_ahead(self, unit: int) -> None:
         data, _ = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
-        self._tally.waiting -= len(data)
-        self._tally.unused += len(data)
+        self._tally.bytes_waiting -= len(data)
+        self._tally.bytes_unused += len(data)
 
     async def _read_disk(
         self, on_disk: dict[int, Path], found: dict[int, bytes], damaged: list[int]
@@ -584,7 +584,7 @@ class KnownFutureCache:
             data = await source.read_range(key, start, end)
             tally = self._tally
             tally.requests += 1
-            tally.fetched += len(data)
+            tally.bytes_fetched += len(data)
             carried = 0
             turn = _Turn()
             for unit in members:
@@ -596,7 +596,7 @@ class KnownFutureCache:
                 owned[unit].data = piece
                 if unit in demanded:
                     found[unit] = piece
-            tally.unused += len(data) - carried  # headers between the samples
+            tally.bytes_unused += len(data) - carried  # headers between the samples
 
         deletes: list[Path] = []
         writes: _Writes = []
@@ -646,15 +646,15 @@ class KnownFutureCache:
             data = arrived[unit]
             size = len(data)
             if unit in demanded or owned[unit].waiters > 0:
-                tally.used += size
+                tally.bytes_used += size
                 self._admit(unit, data, deletes, writes)
             elif self._ahead_bytes + size <= self.readahead_bytes and not self._holds(unit):
                 self._ahead[unit] = (data, now)
                 self._ahead_bytes += size
-                tally.waiting += size
+                tally.bytes_waiting += size
                 tally.prefetched += 1
             else:
-                tally.unused += size
+                tally.bytes_unused += size
 
     def _admit(self, unit: int, data: bytes, deletes: list[Path], writes: _Writes) -> None:
         """Keep a used sample if it is needed again before what it would evict.
@@ -738,15 +738,7 @@ class KnownFutureCache:
         lead = tally.lead_total / tally.prefetch_hits if tally.prefetch_hits else 0.0
         disk_evicted = 0 if disk is None else disk.evicted_bytes
         return CacheStatistics(
-            hits=tally.hits,
-            misses=tally.misses,
-            memory_hits=tally.memory_hits,
-            disk_hits=tally.disk_hits,
-            requests=tally.requests,
-            bytes_fetched=tally.fetched,
-            bytes_used=tally.used,
-            bytes_unused=tally.unused,
-            bytes_waiting=tally.waiting,
+            **tally.counts(),
             bytes_evicted=memory.evicted_bytes + disk_evicted,
             memory_bytes_evicted=memory.evicted_bytes,
             disk_bytes_evicted=disk_evicted,
@@ -759,10 +751,7 @@ class KnownFutureCache:
             disk_peak_bytes=0 if disk is None else disk.peak,
             disk_max_bytes=0 if disk is None else disk.max_bytes,
             entries=len(memory) if disk is None else len(memory.sizes.keys() | disk.sizes.keys()),
-            prefetched=tally.prefetched,
-            prefetch_hits=tally.prefetch_hits,
             mean_prefetch_lead_seconds=lead,
-            planned_batches=tally.planned,
             planner_bytes=0 if self._planner is None else self._planner.nbytes,
         )
 
