@@ -42,22 +42,28 @@ PACKAGES = (
     "img2dataset",
     "webdataset",
     "aiohttp",
-    "pillow",
 )
 
 
 class Port:
-    """One loader set up for a workload: ``batches(stop)`` yields steps ``[0, stop)``."""
+    """One loader set up for a workload: ``batches(stop)`` yields steps ``[0, stop)``.
+
+    ``exact``: whether its batches must equal the reference bit for bit (not only in shape).
+    """
 
     name = ""
     group = ""
     note = ""
+    exact = True
 
     def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
         raise NotImplementedError
 
     def release(self, batch: Any) -> None:
-        """Give a consumed batch back (pooled batches); nothing by default."""
+        """Give a consumed batch back (pooled batches have ``release``)."""
+        release = getattr(batch, "release", None)
+        if release is not None:
+            release()
 
     def measure(self, warm: int, count: int) -> float:
         """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
@@ -73,6 +79,100 @@ class Port:
         if seen != warm + count:
             raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
         return count / (ended - started)
+
+
+class Steps(Port):
+    """A port whose batch of step ``g`` is ``self.step(g)``, built on the consumer's thread."""
+
+    def step(self, g: int) -> Any:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield (self.step(g) for g in range(stop))
+
+
+class StepBuilder:
+    """``g -> batch``: plan step ``g``, gather its samples, ``work`` each, ``collate(samples,
+    plan)``; with ``fields``, the batch's arrays as a dict. For SPDL and Grain.
+
+    ``parts()`` makes ``(sampler, collate)``. Picklable for spawned workers: they call
+    ``parts()`` again, and ``rebuild()`` (when given) to remake the data instead of
+    receiving it.
+    """
+
+    def __init__(
+        self,
+        seed: int,
+        parts: Callable[[], tuple[Any, Callable[[list[Any], Any], Any]]],
+        data: list[Any] | None = None,
+        rebuild: Callable[[], list[Any]] | None = None,
+        work: Callable[[Any], Any] | None = None,
+        fields: Sequence[str] = (),
+    ) -> None:
+        self.seed, self.parts, self.data, self.rebuild = seed, parts, data, rebuild
+        self.work, self.fields = work, tuple(fields)
+        self.sampler, self.collate = parts()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in vars(self).items() if k not in ("sampler", "collate")}
+        if self.rebuild is not None:
+            state["data"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self.sampler, self.collate = self.parts()
+
+    def __call__(self, g: int) -> Any:
+        from aioloader.core import plan_batch
+
+        if self.data is None:
+            assert self.rebuild is not None
+            self.data = self.rebuild()
+        plan = plan_batch(self.sampler, self.seed, g)
+        chosen = [self.data[i] for i in plan.indices.tolist()]
+        if self.work is not None:
+            chosen = [self.work(sample) for sample in chosen]
+        batch = self.collate(chosen, plan)
+        # The arrays leave with the element; the pool simply forgets them (no release).
+        return {name: getattr(batch, name) for name in self.fields} if self.fields else batch
+
+
+def verify(
+    workload: str,
+    ports: Sequence[Port],
+    steps: int,
+    arrays: Callable[[Any], dict[str, Any]],
+    log: Callable[[str], None],
+    expected: list[dict[str, Any]] | None = None,
+) -> None:
+    """Every port gives ``expected`` (default: the first port's batches) as ``arrays(batch)``:
+    the same shapes, and where ``port.exact`` the same dtypes and bytes. Raises otherwise."""
+    import numpy as np
+
+    for port in ports:
+        got = []
+        with port.batches(steps) as batches:
+            for batch in batches:
+                got.append({k: np.array(v, copy=True) for k, v in arrays(batch).items()})
+                port.release(batch)
+        if expected is None:
+            expected = got
+            continue
+        if len(got) != len(expected):
+            raise AssertionError(f"{port.name}: {len(got)} batches, expected {len(expected)}")
+        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+            for name, a in mine.items():
+                b = np.asarray(theirs[name])
+                if a.shape != b.shape:
+                    raise AssertionError(
+                        f"{port.name}: step {step} {name} shape {a.shape} != {b.shape}"
+                    )
+                if port.exact and (a.dtype != b.dtype or a.tobytes() != b.tobytes()):
+                    raise AssertionError(f"{workload} {port.name}: step {step} {name} differs")
+        kind = "bit-identical" if port.exact else "same shapes"
+        log(f"  {workload} {port.name}: {len(got)} batches {kind}")
 
 
 @dataclasses.dataclass
@@ -126,13 +226,15 @@ def port_case(
     count: int,
     baseline: bool = False,
     facts: dict[str, Any] | None = None,
+    scale: int = 1,
 ) -> Case:
-    """The case of ``port``: ``port.measure(warm, count)`` each round, named as the port."""
+    """The case of ``port``: ``scale x port.measure(warm, count)`` each round (``scale``:
+    samples per batch for a per-sample metric), named as the port."""
     return Case(
         workload=workload,
         system=port.name,
         metric=metric,
-        measure=lambda: port.measure(warm, count),
+        measure=lambda: scale * port.measure(warm, count),
         baseline=baseline,
         group=port.group,
         note=port.note,
@@ -231,11 +333,12 @@ def machine_facts() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "packages": {name: _version(name) for name in PACKAGES},
-        "load_average_start": _load(),
+        "load_average_start": load_average(),
     }
 
 
-def _load() -> list[float] | None:
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -463,6 +566,28 @@ def child_mark(name: str = "") -> None:
     """In a child: a mark the parent reads its counters at; returns once it has."""
     child_say(f"MARK {name}".rstrip())
     sys.stdin.readline()
+
+
+def child_main(run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """In a child: ``run`` the spec given as JSON in ``argv[1]``, send ``RESULT {json}``, exit.
+
+    Only the protocol lines go to stdout; ``os._exit`` ends the peers' worker processes and
+    portal threads with us.
+    """
+    spec = json.loads(sys.argv[1])
+    with contextlib.redirect_stdout(sys.stderr):
+        result = run(spec)
+    child_say("RESULT " + json.dumps(result))
+    os._exit(0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid`` in seconds (0 when it has gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_child(

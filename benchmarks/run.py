@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"{len(cases)} cases; {args.rounds} rounds after a warm-up round, interleaved")
         harness.run_interleaved(cases, args.rounds, log)
     seconds = time.perf_counter() - started
-    facts["load_average_end"] = harness._load()
+    facts["load_average_end"] = harness.load_average()
     settings = {
         "command": harness.python_command(),
         "rounds": args.rounds,

@@ -29,7 +29,6 @@ import functools
 import hashlib
 import hmac
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -44,14 +43,16 @@ import obstore
 from aioloader.sources._object_store import ObjectStore, RetryPolicy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # the S3 server and proxy live in tests._support
-    sys.path.insert(0, str(REPO_ROOT))
+for _path in (REPO_ROOT, REPO_ROOT / "benchmarks"):  # tests._support (S3 server), the relay
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from storage import DELAY, Relay  # noqa: E402
 
 from tests._support.s3 import S3Info, SeaweedServer  # noqa: E402
 
 OBJECT_SIZE = 64 * 1024
 BATCH = 64
-DELAY = 0.020
 TORCH_PROXY_OBJECTS = 512
 
 
@@ -301,31 +302,6 @@ def bench_torch(info: S3Info, endpoint: str, workers: int, n: int, repeats: int)
 # ---------------------------------------------------------------- main
 
 
-def start_proxy(upstream: str) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests._support.proxy",
-            upstream,
-            "--delay",
-            str(DELAY),
-            "--uvloop",
-            "--relay",
-        ],
-        cwd=REPO_ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    endpoint = process.stdout.readline().strip()
-    if not endpoint.startswith("http://127.0.0.1:"):
-        process.kill()
-        raise RuntimeError(f"the latency proxy did not start (said {endpoint!r})")
-    return process, endpoint
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=4096)
@@ -348,9 +324,9 @@ def main() -> None:
         anyio.run(upload, info, n)
         print(f"uploaded {n} x 64 KiB in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         bench_aiohttp(info, info.endpoint, 256, n, 1)  # settle the server: one untimed pass
-        proxy, proxy_endpoint = start_proxy(info.endpoint)
+        relay = Relay(info.endpoint)
         try:
-            for path, endpoint in (("direct", info.endpoint), ("+20 ms", proxy_endpoint)):
+            for path, endpoint in (("direct", info.endpoint), ("+20 ms", relay.endpoint)):
                 delayed = endpoint != info.endpoint
                 for inflight in (64, 256):
                     rate = bench_aioloader(info, endpoint, inflight, n, repeats, client_options)
@@ -364,9 +340,7 @@ def main() -> None:
                         label = f"torch DataLoader, {workers} workers"
                         record(path, label, max(workers, 1), rate, delayed)
         finally:
-            assert proxy.stdin is not None
-            proxy.stdin.close()
-            proxy.wait(10)
+            relay.close()
     print_report(rows, n, repeats)
 
 

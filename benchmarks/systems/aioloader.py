@@ -72,16 +72,10 @@ class Aioloader(harness.Port):
 
 
 def known_future_cache() -> Any:
-    """``KnownFutureCache`` of this aioloader, or None where it lacks one."""
-    import aioloader.sources
+    """``KnownFutureCache`` (W6's ``rows()`` asks for it by this name)."""
+    from aioloader.sources import KnownFutureCache
 
-    found = getattr(aioloader.sources, "KnownFutureCache", None)
-    if found is None:
-        with contextlib.suppress(ImportError):
-            from aioloader.sources import _cache  # type: ignore[attr-defined]
-
-            found = getattr(_cache, "KnownFutureCache", None)
-    return found
+    return KnownFutureCache
 
 
 def tar_loader(
