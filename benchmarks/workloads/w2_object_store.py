@@ -1,12 +1,8 @@
-"""W2: object storage (SeaweedFS ``weed mini`` on loopback), through ``bench_object_store``.
+"""W2: object storage (SeaweedFS on loopback), the rows of ``micro/bench_object_store``.
 
-2,048 objects of 64 KiB read in batches of 64 and decoded with ``np.frombuffer`` (every
-object's first bytes are checked), directly and through a relay that delays every request
-by 20 ms (a remote store). The rows and their meaning are those of
-``benchmarks/micro/bench_object_store.py``; here each runs once per round, interleaved with the
-other workloads. The hand-written aiohttp client (SigV4 GETs, the same batch driver) is the
-baseline of each path. torch's DataLoader runs on the direct path only: through the relay
-its 2 spawned workers are bounded by 2 reads / 20 ms = 100 samples/s.
+2,048 objects of 64 KiB in batches of 64, directly and through the +20 ms relay, each row
+once per round, interleaved; the hand-written aiohttp client is each path's baseline.
+docs/benchmarks.md (W2) gives the rows.
 """
 
 from __future__ import annotations

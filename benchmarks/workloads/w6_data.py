@@ -1,11 +1,5 @@
-"""W6's data: generated JPEGs, the per-sample work every system runs, the exactly-once check.
-
-Every image is a pure function of ``(seed, i)``: a smooth two-colour gradient, a dozen
-filled ellipses and rectangles, a little blur and Gaussian sensor noise, encoded as JPEG at
-quality 90 (95 or 85 when that keeps the file within 40-100 KB). Sample ``i`` has the label
-``(i * 7919) % 1000`` and carries its id ``i``, so a consumer can check that an epoch
-delivered every sample exactly once. The images and each system's own shard format are
-written once into a cache directory keyed by the parameters and reused across runs.
+"""W6's (and W8's) data: generated JPEGs, each system's shard format, the per-sample work
+every system runs and the exactly-once check. docs/benchmarks.md (W6) describes the images.
 """
 
 from __future__ import annotations

@@ -157,6 +157,20 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
     """Every row: aioloader (memory, disk), then the peers (when ``cfg.peers``)."""
     common = {"images": cfg.images, "batch": cfg.batch, "seed": cfg.seed, "epochs": cfg.epochs}
     common["workers"] = cfg.workers
+
+    def spec(system: str, fraction: float | None, stored: str, **extra: Any) -> dict[str, Any]:
+        size = sizes.get(stored, 0)  # a format a missing peer could not write is never read
+        cached = {} if fraction is None else {"cache_bytes": cache_bytes(fraction, size)}
+        return {
+            **common,
+            "system": system,
+            "fraction": fraction,
+            "dataset_bytes": size,
+            **cached,
+            **extra,
+        }
+
+    tars = {"keys": keys, "index_dir": index_dir, "inflight": cfg.inflight}
     out: list[Row] = []
     for fraction in cfg.fractions:
         for tier in ("memory", "disk"):
@@ -164,23 +178,11 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
                 ("block", "BlockShuffledSampler(window=4)"),
                 ("global", "ShuffledSampler"),
             ):
-                spec = {
-                    **common,
-                    "system": "aioloader",
-                    "tier": tier,
-                    "sampler": sampler,
-                    "fraction": fraction,
-                    "cache_bytes": cache_bytes(fraction, sizes["tar"]),
-                    "dataset_bytes": sizes["tar"],
-                    "keys": keys,
-                    "index_dir": index_dir,
-                    "inflight": cfg.inflight,
-                }
                 out.append(
                     Row(
                         f"aioloader {tier} tier {fraction:.0%}, {label}",
                         "aioloader",
-                        spec,
+                        spec("aioloader", fraction, "tar", tier=tier, sampler=sampler, **tars),
                         f"TarShards(cache=KnownFutureCache, {tier} tier), {label}, "
                         f"DataLoader(workers={cfg.workers})",
                     )
@@ -192,14 +194,7 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
             Row(
                 f"MosaicML Streaming cache_limit {fraction:.0%}",
                 "mosaic",
-                {
-                    **common,
-                    "system": "mosaic",
-                    "prefix": "mds",
-                    "fraction": fraction,
-                    "cache_bytes": cache_bytes(fraction, sizes["mds"]),
-                    "dataset_bytes": sizes["mds"],
-                },
+                spec("mosaic", fraction, "mds", prefix="mds"),
                 "StreamingDataset(cache_limit, shuffle=True) + StreamingDataLoader, local disk",
                 ("streaming", "torch", "boto3"),
             )
@@ -208,14 +203,7 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
             Row(
                 f"LitData max_cache_size {fraction:.0%}",
                 "litdata",
-                {
-                    **common,
-                    "system": "litdata",
-                    "prefix": "litdata",
-                    "fraction": fraction,
-                    "cache_bytes": cache_bytes(fraction, sizes["litdata"]),
-                    "dataset_bytes": sizes["litdata"],
-                },
+                spec("litdata", fraction, "litdata", prefix="litdata"),
                 "StreamingDataset(max_cache_size, shuffle=True) + StreamingDataLoader, local disk",
                 ("litdata", "torch"),
             )
@@ -224,13 +212,7 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
         Row(
             "WebDataset, no cache",
             "webdataset",
-            {
-                **common,
-                "system": "webdataset",
-                "keys": keys,
-                "fraction": None,
-                "dataset_bytes": sizes["tar"],
-            },
+            spec("webdataset", None, "tar", keys=keys),
             "WebDataset(shardshuffle).shuffle(1000), torch DataLoader, presigned URLs",
             ("webdataset", "torch", "boto3"),
         )
