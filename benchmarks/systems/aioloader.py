@@ -19,6 +19,18 @@ def run_async(function: Callable[[], Any], uvloop: bool = True) -> Any:
     return anyio.run(function, backend="asyncio", backend_options={"use_uvloop": uvloop})
 
 
+def in_memory(
+    samples: list[Any], sampler: Callable[[], Any], collate: Any, seed: int, **options: Any
+) -> Callable[[], Any]:
+    """A maker of ``DataLoader(MemoryDataset(samples), sampler(), collate, seed=seed,
+    **options)``: a fresh loader and sampler per call, over one dataset."""
+    from aioloader import DataLoader
+    from aioloader.testing import MemoryDataset
+
+    dataset = MemoryDataset(samples)
+    return lambda: DataLoader(dataset, sampler(), collate, seed=seed, **options)
+
+
 class Aioloader(harness.Port):
     """A ``DataLoader`` built by ``make()``, consumed with ``async for`` in one event loop.
 

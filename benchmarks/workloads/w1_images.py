@@ -86,18 +86,9 @@ class Aioloader(aioloader_system.Aioloader):
     """``DataLoader(workers=w, prefetch=8)`` over the samples in memory, asyncio or uvloop."""
 
     def __init__(self, cfg: W1Config, samples: list[Any], workers: int, uvloop: bool) -> None:
-        from aioloader import DataLoader
-        from aioloader.testing import MemoryDataset
-
-        dataset = MemoryDataset(samples)
-        collator = parts(cfg)[1]
-
-        def make() -> Any:
-            sampler = ShuffledSampler(cfg.images, cfg.batch)
-            return DataLoader(
-                dataset, sampler, collator, seed=SEED, workers=workers, prefetch=cfg.prefetch
-            )
-
+        sampler = functools.partial(ShuffledSampler, cfg.images, cfg.batch)
+        options = {"workers": workers, "prefetch": cfg.prefetch}
+        make = aioloader_system.in_memory(samples, sampler, parts(cfg)[1], SEED, **options)
         super().__init__(make, uvloop=uvloop)
         loop = "uvloop" if uvloop else "asyncio"
         self.name = f"aioloader workers={workers} {loop}"

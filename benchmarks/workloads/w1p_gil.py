@@ -111,24 +111,11 @@ class Aioloader(aioloader_system.Aioloader):
     def __init__(
         self, cfg: W1PConfig, samples: list[Any], workers: int, executor: str, **options: Any
     ) -> None:
-        from aioloader import DataLoader
-        from aioloader.testing import MemoryDataset
-
-        dataset = MemoryDataset(samples)
-
-        def make() -> Any:
-            return DataLoader(
-                dataset,
-                ShuffledSampler(cfg.samples, cfg.batch),
-                collate,
-                seed=SEED,
-                transform=gil_transform,
-                workers=workers,
-                executor=executor,
-                prefetch=cfg.prefetch,
-                **options,
-            )
-
+        sampler = functools.partial(ShuffledSampler, cfg.samples, cfg.batch)
+        options.update(transform=gil_transform, workers=workers, executor=executor)
+        make = aioloader_system.in_memory(
+            samples, sampler, collate, SEED, prefetch=cfg.prefetch, **options
+        )
         super().__init__(make, uvloop=True, sync=True)
         self.cfg = cfg
         kind = "processes" if executor == "process" else "threads"
