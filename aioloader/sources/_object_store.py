@@ -29,7 +29,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, overload
 
@@ -247,6 +247,40 @@ class ObjectReader:
                 error = self._error(key, start, end, kind, summary, attempt)
             raise error from None
 
+    def stream_sync(self, key: str, chunk: int) -> tuple[int, str, Iterator[bytes]]:
+        """One GET of the whole of ``key``, blocking: (size, version tag, its chunks in order).
+
+        Opening the request is retried like ``read_sync``; the chunks (about ``chunk`` bytes
+        each) arrive as they are iterated and are counted as they come.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            with self._sync_lock:
+                self._requests += 1
+            try:
+                result = obstore.get(self.store, key)
+            except Exception as exc:
+                kind, summary = describe_failure(exc)
+            else:
+                size, tag = _size_and_tag(result.meta)
+                return size, tag, self._counted(result.stream(min_chunk_size=chunk))
+            if kind == "transient" and attempt < self.retries.max_attempts:
+                with self._sync_lock:
+                    self._retries += 1
+                time.sleep(self.retries.backoff(key, attempt))
+                continue
+            with self._sync_lock:
+                error = self._error(key, None, None, kind, summary, attempt)
+            raise error from None
+
+    def _counted(self, chunks: Iterable[Any]) -> Iterator[bytes]:
+        for piece in chunks:
+            data = bytes(piece)
+            with self._sync_lock:
+                self._bytes += len(data)
+            yield data
+
     def head_sync(self, key: str) -> tuple[int, str]:
         """(size, version tag) of ``key``, blocking; the tag is the ETag or the mtime."""
         try:
@@ -254,8 +288,7 @@ class ObjectReader:
         except Exception as exc:
             kind, summary = describe_failure(exc)
             raise self._error(key, None, None, kind, summary, 1) from None
-        tag = meta.get("e_tag") or str(meta.get("last_modified", ""))
-        return int(meta["size"]), str(tag)
+        return _size_and_tag(meta)
 
     def list_sync(self, prefix: str | None) -> list[str]:
         """Sorted keys under ``prefix`` (all keys when None), blocking."""
@@ -269,6 +302,12 @@ class ObjectReader:
                 f"listing prefix {prefix!r} in {self.store!r} failed: {self._scrub(summary)}"
             ) from None
         return sorted(keys)
+
+
+def _size_and_tag(meta: Any) -> tuple[int, str]:
+    """(size, version tag) of an object's metadata; the tag is the ETag or the mtime."""
+    tag = meta.get("e_tag") or str(meta.get("last_modified", ""))
+    return int(meta["size"]), str(tag)
 
 
 def _check_range(byte_range: Any) -> tuple[int, int] | None:

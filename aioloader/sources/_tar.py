@@ -33,9 +33,11 @@ from ._local import check_index
 from ._object_store import ObjectReader, ObjectStoreStatistics, RetryPolicy
 from ._tar_index import (
     ShardIndex,
+    StreamReader,
     TarSampleEntry,
     build_index,
     index_json_name,
+    index_with,
     load_index,
     save_index,
 )
@@ -86,9 +88,10 @@ def _pread_exact(path: str, start: int, end: int) -> bytes:
 class TarShards(Generic[SampleT]):
     """Samples from WebDataset tar shards on a local disk or in an obstore store.
 
-    Indices are built (or loaded) here, blocking, ``index_threads`` shards at a time; a
-    shard in an object store is read in chunks of 4 MiB, four of them in flight ahead of
-    the header scan.
+    Indices are built (or loaded) here, blocking, ``index_threads`` shards at a time. A
+    shard in an object store is streamed whole with one GET when a ``cache`` will take its
+    samples (indexed as it streams by); otherwise it is read in chunks of 4 MiB, four of
+    them in flight ahead of the header scan.
 
     Args:
         shards: Local paths (``store`` is None) or object keys, in order; sample indices
@@ -249,52 +252,63 @@ class TarShards(Generic[SampleT]):
 
     def _index(self, shard: str) -> tuple[ShardIndex, dict[int, bytes] | None]:
         if self.reader is None:
-            try:
-                stat = os.stat(shard)
-            except FileNotFoundError:
-                raise ObjectNotFoundError(f"shard not found: {shard!r}") from None
-            size, tag = stat.st_size, f"mtime_ns={stat.st_mtime_ns}"
-            identity = os.path.abspath(shard)
-
-            def fetch(start: int, end: int) -> bytes:
-                return _pread_exact(shard, start, end)
-
-            window = LOCAL_WINDOW
-        else:
-            reader = self.reader
-            size, tag = reader.head_sync(shard)
-            identity = f"{reader.store!r}/{shard}"
-
-            def fetch(start: int, end: int) -> bytes:
-                return reader.read_sync(shard, start, end)
-
-            window = REMOTE_CHUNK
+            return self._index_local(shard), None
+        reader = self.reader
+        identity = f"{reader.store!r}/{shard}"
         saved = None
         if self.index_dir is not None:
+            size, tag = reader.head_sync(shard)
             saved = self.index_dir / index_json_name(shard, identity)
             loaded = load_index(saved, shard, size, tag)
             if loaded is not None:
                 return loaded, None
+
+        def fetch(start: int, end: int) -> bytes:
+            return reader.read_sync(shard, start, end)
+
+        cache = self._keep_for
         kept: dict[int, bytes] | None = None
-        if self.reader is None:
-            index = build_index(fetch, size, tag, shard, window)
+        if cache is not None:
+            # The cache will want these bytes: one GET of the whole shard, indexed as it
+            # streams by, its samples offered to the cache (about one request per shard).
+            size, tag, chunks = reader.stream_sync(shard, REMOTE_CHUNK)
+            keep = size <= cache.max_bytes + cache.readahead_bytes
+            stream = StreamReader(chunks, size, fetch, REMOTE_CHUNK, keep=keep)
+            try:
+                index = index_with(stream, size, tag, shard)
+                kept = stream.kept() if keep else None
+            finally:
+                stream.close()
         else:  # chunks fetched ahead, in parallel: about one latency per shard, not per MiB
-            cache = self._keep_for
-            if cache is not None and size <= cache.max_bytes:
-                kept = {}  # the cache may keep what indexing reads
+            if saved is None:
+                size, tag = reader.head_sync(shard)
             index = build_index(
-                fetch,
-                size,
-                tag,
-                shard,
-                window,
-                pool=self._chunk_pool,
-                ahead=REMOTE_AHEAD,
-                kept=kept,
+                fetch, size, tag, shard, REMOTE_CHUNK, pool=self._chunk_pool, ahead=REMOTE_AHEAD
             )
         if saved is not None:
             save_index(saved, index)
         return index, kept
+
+    def _index_local(self, shard: str) -> ShardIndex:
+        try:
+            stat = os.stat(shard)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"shard not found: {shard!r}") from None
+        size, tag = stat.st_size, f"mtime_ns={stat.st_mtime_ns}"
+        saved = None
+        if self.index_dir is not None:
+            saved = self.index_dir / index_json_name(shard, os.path.abspath(shard))
+            loaded = load_index(saved, shard, size, tag)
+            if loaded is not None:
+                return loaded
+
+        def fetch(start: int, end: int) -> bytes:
+            return _pread_exact(shard, start, end)
+
+        index = build_index(fetch, size, tag, shard, LOCAL_WINDOW)
+        if saved is not None:
+            save_index(saved, index)
+        return index
 
     def __len__(self) -> int:
         return self._starts[-1]
