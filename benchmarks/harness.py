@@ -118,6 +118,18 @@ class StepBuilder:
         return {name: getattr(batch, name) for name in self.fields} if self.fields else batch
 
 
+def fields(names: Sequence[str]) -> Callable[[Any], dict[str, Any]]:
+    """``batch -> {name: array}``: a dict batch's entries (those it has) or a batch's
+    attributes, for ``verify``."""
+
+    def arrays(batch: Any) -> dict[str, Any]:
+        if isinstance(batch, dict):
+            return {name: batch[name] for name in names if name in batch}
+        return {name: getattr(batch, name) for name in names}
+
+    return arrays
+
+
 def verify(
     workload: str,
     ports: Sequence[Port],
@@ -142,6 +154,8 @@ def verify(
         if len(got) != len(expected):
             raise AssertionError(f"{port.name}: {len(got)} batches, expected {len(expected)}")
         for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+            if port.exact and mine.keys() != theirs.keys():
+                raise AssertionError(f"{port.name}: step {step} has {sorted(mine)}")
             for name, a in mine.items():
                 b = np.asarray(theirs[name])
                 if a.shape != b.shape:

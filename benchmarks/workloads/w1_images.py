@@ -60,13 +60,6 @@ def make_samples(cfg: W1Config) -> list[Any]:
     return list(dataset._samples)
 
 
-def to_arrays(batch: Any) -> dict[str, Any]:
-    """Any port's batch as a dict of its arrays (a floor's has only ``images``)."""
-    if isinstance(batch, dict):
-        return {name: batch[name] for name in FIELDS if name in batch}
-    return {name: getattr(batch, name) for name in FIELDS}
-
-
 def parts(cfg: W1Config) -> tuple[ShuffledSampler, ImageBatchCollator]:
     """The sampler and the collator every aioloader-based row uses."""
     return ShuffledSampler(cfg.images, cfg.batch), ImageBatchCollator(
@@ -307,7 +300,7 @@ def cases(cfg: W1Config, log: Callable[[str], None]) -> list[Case]:
     """Build, verify and wrap every W1 port as a ``Case`` (batches/s)."""
     samples = make_samples(cfg)
     found = systems(cfg, samples, log)
-    harness.verify("W1", found, cfg.verify, to_arrays, log)
+    harness.verify("W1", found, cfg.verify, harness.fields(FIELDS), log)
     return [
         harness.port_case(
             "W1", system, "batches/s", cfg.warm, cfg.count, isinstance(system, HandWritten)

@@ -83,11 +83,6 @@ def collate(samples: Sequence[np.ndarray[Any, Any]], plan: BatchPlan) -> dict[st
     }
 
 
-def arrays(batch: dict[str, Any]) -> dict[str, Any]:
-    """A batch's fields as arrays (any port's dict)."""
-    return {k: np.asarray(batch[k]) for k in ("global_step", "indices", "features")}
-
-
 def build_step(samples: list[Any], plan: BatchPlan) -> dict[str, Any]:
     """The engine's own batch build (per-sample rngs, transform, collate)."""
     batch: dict[str, Any] = build_batch(plan, samples, gil_transform, collate)
@@ -267,6 +262,7 @@ def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
     samples = make_samples(cfg)
     found = systems(cfg, samples, log)
     reference = step_builder(cfg, make_samples(cfg))
+    arrays = harness.fields(("global_step", "indices", "features"))
     expected = [arrays(reference(g)) for g in range(cfg.verify)]
     harness.verify("W1P", found, cfg.verify, arrays, log, expected)
     out = []

@@ -162,11 +162,7 @@ def verify(hand: HandPad, arrival: Loader, log: Callable[[str], None]) -> None:
 
     pad = aioloader_system.Aioloader(make, uvloop=False)
     pad.name = "PadCollator"
-    fields = ("tokens", "lengths", "attention_mask")
-
-    def arrays(batch: Any) -> dict[str, Any]:
-        return {k: batch[k] if isinstance(batch, dict) else getattr(batch, k) for k in fields}
-
+    arrays = harness.fields(("tokens", "lengths", "attention_mask"))
     harness.verify("W3", [pad, hand], 3, arrays, log)
 
 

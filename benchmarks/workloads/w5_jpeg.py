@@ -111,13 +111,6 @@ def items_of(jpegs: tuple[bytes, ...]) -> list[tuple[bytes, int]]:
     return [(data, index % 10) for index, data in enumerate(jpegs)]
 
 
-def to_arrays(batch: Any) -> dict[str, Any]:
-    """Any port's batch as a dict of its arrays."""
-    if isinstance(batch, dict):
-        return {name: batch[name] for name in FIELDS}
-    return {name: getattr(batch, name) for name in FIELDS}
-
-
 def parts(cfg: W5Config) -> tuple[ShuffledSampler, ImageBatchCollator]:
     return ShuffledSampler(cfg.images, cfg.batch), ImageBatchCollator()
 
@@ -234,7 +227,7 @@ def cases(cfg: W5Config, log: Callable[[str], None]) -> list[Case]:
     )
     items = items_of(jpegs)
     found = systems(cfg, items, log)
-    harness.verify("W5", found, cfg.verify, to_arrays, log)
+    harness.verify("W5", found, cfg.verify, harness.fields(FIELDS), log)
     facts = {"mean JPEG size (KB)": round(sum(sizes) / len(sizes) / 1e3, 1)}
     return [
         harness.port_case(
