@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
 import anyio
 
@@ -43,6 +43,9 @@ from ._tar_index import (
 )
 from .cache import ByteRange, KnownFutureCache, check_coalescing, coalesce
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = ("TarSample", "TarShards", "decode_tar_sample")
 
 SampleT = TypeVar("SampleT")
@@ -54,6 +57,19 @@ REMOTE_CHUNK = 4 << 20
 """Bytes per ranged GET while indexing a shard in an object store."""
 REMOTE_AHEAD = 4
 """Chunks of one shard fetched in parallel ahead of the header scan."""
+
+
+class TarShardsOptions(TypedDict, total=False):
+    """The keyword options of ``TarShards`` besides ``decode`` (documented there)."""
+
+    index_dir: str | os.PathLike[str] | None
+    max_concurrency: int
+    timeout: float | None
+    retries: RetryPolicy | None
+    index_threads: int
+    coalesce_gap: int
+    max_request_bytes: int
+    cache: KnownFutureCache | None
 
 
 def decode_tar_sample(sample: TarSample, index: int) -> TarSample:
@@ -116,15 +132,7 @@ class TarShards(Generic[SampleT]):
         self: TarShards[TarSample],
         shards: Sequence[str | os.PathLike[str]],
         store: Any = None,
-        *,
-        index_dir: str | os.PathLike[str] | None = None,
-        max_concurrency: int = 64,
-        timeout: float | None = 30.0,
-        retries: RetryPolicy | None = None,
-        index_threads: int = 8,
-        coalesce_gap: int = 256 << 10,
-        max_request_bytes: int = 64 << 20,
-        cache: KnownFutureCache | None = None,
+        **options: Unpack[TarShardsOptions],
     ) -> None: ...
 
     @overload
@@ -133,15 +141,8 @@ class TarShards(Generic[SampleT]):
         shards: Sequence[str | os.PathLike[str]],
         store: Any = None,
         *,
-        index_dir: str | os.PathLike[str] | None = None,
         decode: Callable[[TarSample, int], SampleT],
-        max_concurrency: int = 64,
-        timeout: float | None = 30.0,
-        retries: RetryPolicy | None = None,
-        index_threads: int = 8,
-        coalesce_gap: int = 256 << 10,
-        max_request_bytes: int = 64 << 20,
-        cache: KnownFutureCache | None = None,
+        **options: Unpack[TarShardsOptions],
     ) -> None: ...
 
     def __init__(
@@ -333,15 +334,17 @@ class TarShards(Generic[SampleT]):
             (name, index.tag) for name, index in zip(self.shards, self.indices, strict=True)
         )
 
-    def plan_reads(self, sampler: Any, seed: int, start_step: int = 0) -> None:
-        """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step)``.
+    def plan_reads(
+        self, sampler: Any, seed: int, start_step: int = 0, stop_step: int | None = None
+    ) -> None:
+        """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step, stop_step)``.
 
         The loader calls it, in a worker thread, when a stream starts from ``start_step``
-        (users need not); without a cache it does nothing. It blocks while the plan's first
-        window is computed.
+        (and stops before ``stop_step``, None: never); users need not. Without a cache it
+        does nothing. It blocks while the plan's first window is computed.
         """
         if self.cache is not None:
-            self.cache.plan(sampler, seed, start_step)
+            self.cache.plan(sampler, seed, start_step, stop_step)
 
     def span_of(self, index: int) -> ByteRange:
         """``(shard, start, end)``: the bytes holding sample ``index``'s members."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import io
+import itertools
 import json
 import os
 import re
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 
 from aioloader import MalformedShardError, ObjectNotFoundError
 from aioloader._protocols import BatchedDataset
-from aioloader.sources._tar import TarShards
+from aioloader.sources._tar import TarShards, TarShardsOptions
 from aioloader.sources._tar_index import (
     StreamReader,
     _number,
@@ -386,7 +388,7 @@ def test_a_streamed_shard_indexes_as_the_window_scan_even_if_the_stream_drops(
 ) -> None:
     raw = tar_bytes([(f"s{i}.bin", bytes([i % 256]) * n) for i, n in enumerate(sizes)])
     bounds = sorted({min(c, len(raw)) for c in cuts} | {0, len(raw)})
-    pieces = [raw[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [raw[a:b] for a, b in itertools.pairwise(bounds)]
     fetched: list[tuple[int, int]] = []
 
     def chunks() -> Any:
@@ -573,3 +575,12 @@ def test_gnu_sparse_and_continuation_members_are_refused(
     pattern = rf"gnu\.tar': member 'k\.bin' at byte 0 .*{what}"
     with pytest.raises(MalformedShardError, match=pattern):
         TarShards([path])
+
+
+def test_the_typed_options_are_the_keywords_of_the_constructor() -> None:
+    keywords = [
+        name
+        for name, parameter in inspect.signature(TarShards.__init__).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "decode"
+    ]
+    assert list(TarShardsOptions.__annotations__) == keywords
