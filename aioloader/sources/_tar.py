@@ -101,6 +101,18 @@ def _pread_exact(path: str, start: int, end: int) -> bytes:
         os.close(fd)
 
 
+def _folder_of(keys: Sequence[str]) -> str | None:
+    """The deepest folder holding every key (None: the store's root)."""
+    common = keys[0].split("/")[:-1] if keys else []
+    for key in keys[1:]:
+        parts = key.split("/")[:-1]
+        same = 0
+        while same < min(len(common), len(parts)) and common[same] == parts[same]:
+            same += 1
+        del common[same:]
+    return "/".join(common) or None
+
+
 class TarShards(Generic[SampleT]):
     """Samples from WebDataset tar shards on a local disk or in an obstore store.
 
@@ -204,6 +216,12 @@ class TarShards(Generic[SampleT]):
         )
         self._threads = PerLoop(lambda: anyio.CapacityLimiter(max_concurrency))
         self.index_dir = index_path
+        self._listed: dict[str, tuple[int, str]] = {}
+        if self.reader is not None and index_path is not None:
+            # saved indices are checked against their shards' size and ETag: one listing
+            # request per 1,000 shards instead of a HEAD per shard (unless the folder holds
+            # far more than the shards: then HEADs)
+            self._listed = self.reader.versions_under(_folder_of(names), 4 * len(names)) or {}
         shard_threads = min(index_threads, len(names))
         with (
             ThreadPoolExecutor(shard_threads) as pool,
@@ -258,7 +276,7 @@ class TarShards(Generic[SampleT]):
         identity = f"{reader.store!r}/{shard}"
         saved = None
         if self.index_dir is not None:
-            size, tag = reader.head_sync(shard)
+            size, tag = self._listed.get(shard) or reader.head_sync(shard)
             saved = self.index_dir / index_json_name(shard, identity)
             loaded = load_index(saved, shard, size, tag)
             if loaded is not None:

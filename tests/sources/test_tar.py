@@ -32,6 +32,7 @@ from aioloader.sources._tar_index import (
     split_name,
 )
 from aioloader.sources.cache import KnownFutureCache
+from tests._support.proxy import LoopbackProxy
 from tests._support.s3 import S3Info
 
 Members = list[tuple[str, bytes]]
@@ -150,6 +151,31 @@ def test_index_is_saved_reused_and_rebuilt_when_the_shard_changes(tmp_path: Path
     shard.write_bytes(tar_bytes(members_of(dataset(1, 5)[0])))  # new size: index is stale
     third = TarShards([shard], index_dir=tmp_path)
     assert [s.key for s in third.indices[0].samples] == [f"s0/sample{i:03d}" for i in range(5)]
+
+
+def test_saved_indices_over_s3_are_checked_by_one_listing_not_a_head_each(
+    tmp_path: Path, s3_server: S3Info, s3_prefix: str, fault_proxy: LoopbackProxy
+) -> None:
+    store = s3_server.store(endpoint=fault_proxy.endpoint)
+    keys = []
+    for s, samples in enumerate(dataset(5, 3)):
+        keys.append(f"{s3_prefix}listed/shard-{s}.tar")
+        obstore.put(store, keys[-1], tar_bytes(members_of(samples)))
+    first = TarShards(keys, store, index_dir=tmp_path)  # indices built and saved
+    fault_proxy.clear()
+    again = TarShards(keys, store, index_dir=tmp_path)
+    assert again.indices == first.indices
+    requests = fault_proxy.records()
+    assert [record.method for record in requests] == ["GET"]  # no HEAD, no shard read
+    assert "list-type=2" in requests[0].path  # one listing of the folder
+    obstore.put(store, keys[2], tar_bytes(members_of(dataset(1, 4)[0])))  # shard 2 changes
+    fault_proxy.clear()
+    changed = TarShards(keys, store, index_dir=tmp_path)
+    assert [len(index.samples) for index in changed.indices] == [3, 3, 4, 3, 3]
+    reads = fault_proxy.records("shard-2.tar")
+    assert reads  # only the changed shard is read again, to rebuild its index
+    assert all(record.method == "GET" for record in reads)
+    assert fault_proxy.records("shard-0.tar") == []
 
 
 @pytest.mark.anyio
