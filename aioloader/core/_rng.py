@@ -87,6 +87,21 @@ def derive(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
     )
 
 
+def slot_prefix(seed: int, epoch: int, step: int) -> int:
+    """The part of ``derive`` that ``(seed, epoch, step)`` fix for every slot of a step.
+
+    ``derive(seed, epoch, step, slot, stream) == mix((mix((prefix + slot) % 2**64) + stream)
+    % 2**64)``, which is how ``derive_slots`` (and the compiled collator) use it.
+
+    >>> prefix = slot_prefix(1, 2, 3)
+    >>> derive(1, 2, 3, 4, 5) == mix((mix((prefix + 4) & MASK64) + 5) & MASK64)
+    True
+    """
+    h = _mix_unchecked(u64("seed", seed) ^ DERIVE_SALT)
+    h = _mix_unchecked((h + u64("epoch", epoch)) & MASK64)
+    return _mix_unchecked((h + u64("step", step)) & MASK64)
+
+
 def derive_slots(seed: int, epoch: int, step: int, slots: Any, stream: int) -> U64Array:
     """``derive(seed, epoch, step, slot, stream)`` for every slot of an array, in one call.
 
@@ -101,9 +116,7 @@ def derive_slots(seed: int, epoch: int, step: int, slots: Any, stream: int) -> U
         if lanes.size and (lanes.min() < 0):
             raise ValueError(f"slots must be in [0, 2^64) but got {int(lanes.min())}")
         lanes = lanes.astype(np.uint64)
-    h = _mix_unchecked(u64("seed", seed) ^ DERIVE_SALT)
-    h = _mix_unchecked((h + u64("epoch", epoch)) & MASK64)
-    h = _mix_unchecked((h + u64("step", step)) & MASK64)
+    h = slot_prefix(seed, epoch, step)
     keys = mix_array(lanes + np.uint64(h))
     keys += np.uint64(u64("stream", stream))
     return mix_array(keys)
