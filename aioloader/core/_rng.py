@@ -7,6 +7,8 @@ The stream ids (the last argument of ``derive``) are registered in ``RngStream``
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
 from typing import Any, cast
 
 import numpy as np
@@ -174,6 +176,24 @@ class SampleRng:
         for _ in range(12):
             acc = np.float32(acc + self.next_single())
         return cast(np.float32, np.float32(acc - np.float32(6.0)))
+
+
+_NEW_RNG = SampleRng.__new__
+_SET_STATE = vars(SampleRng)["state"].__set__  # the slot's descriptor
+
+
+def sample_rngs(keys: list[int]) -> list[SampleRng]:
+    """``[SampleRng(key) for key in keys]`` for keys known to be in ``[0, 2^64)``.
+
+    For ``derive_slots(...).tolist()``: made without a Python-level call per generator
+    (C-level ``map`` over ``__new__`` and the ``state`` slot), several times faster.
+
+    >>> [rng.state for rng in sample_rngs([0, 2**64 - 1])] == [0, 2**64 - 1]
+    True
+    """
+    rngs = list(map(_NEW_RNG, repeat(SampleRng, len(keys))))
+    deque(map(_SET_STATE, rngs, keys), 0)
+    return rngs
 
 
 def _int_bound(n: Any) -> int:
