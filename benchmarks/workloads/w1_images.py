@@ -142,23 +142,24 @@ class System(harness.Port):
 class Aioloader(aioloader_system.Aioloader, System):
     """``DataLoader(workers=w, prefetch=8)`` over the samples in memory, asyncio or uvloop."""
 
-    def __init__(self, cfg: W1Config, samples: list[Any], workers: int, uvloop: bool) -> None:
+    def __init__(self, cfg: W1Config, samples: list[Any], workers: int | str, uvloop: bool) -> None:
         from aioloader import DataLoader
         from aioloader.testing import MemoryDataset
 
         dataset = MemoryDataset(samples)
         collator = ImageBatchCollator(cfg.multiple, augment=GainOffset())
+        prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
 
         def make() -> Any:
             sampler = ShuffledSampler(cfg.images, cfg.batch)
             return DataLoader(
-                dataset, sampler, collator, seed=SEED, workers=workers, prefetch=cfg.prefetch
+                dataset, sampler, collator, seed=SEED, workers=workers, prefetch=prefetch
             )
 
         super().__init__(make, uvloop=uvloop)
         loop = "uvloop" if uvloop else "asyncio"
         self.name = f"aioloader workers={workers} {loop}"
-        self.note = f"DataLoader(workers={workers}, prefetch={cfg.prefetch}), async for, {loop}"
+        self.note = f"DataLoader(workers={workers!r}, prefetch={prefetch!r}), async for, {loop}"
 
 
 class TorchDataset:
@@ -444,6 +445,7 @@ def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> li
     found: list[System] = [
         Aioloader(cfg, samples, w, uv) for w in (0, 1, 2) for uv in (False, True)
     ]
+    found.append(Aioloader(cfg, samples, "auto", True))  # workers and prefetch "auto"
     optional: list[tuple[str, Callable[[], list[System]]]] = [
         ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 1, 2)]),
         ("spdl", lambda: [Spdl(StepBuilder(cfg, samples), t) for t in (1, 2)]),
@@ -516,4 +518,10 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
         harness.target("W1: aioloader workers=0 >= 1.0x hand-written loop", zero, hand, 1.0),
         harness.target("W1: aioloader workers=2 >= 1.7x workers=0", two, zero, 1.7),
         harness.target("W1: aioloader best >= 0.6x one np.copyto per batch", best, memcpy, 0.6),
+        harness.auto_target(
+            w1,
+            "W1",
+            "aioloader workers=auto uvloop",
+            [f"aioloader workers={w} {loop}" for w in (0, 1, 2) for loop in ("asyncio", "uvloop")],
+        ),
     ]

@@ -204,7 +204,7 @@ class Aioloader(W5System, aioloader_system.Aioloader):
         self,
         cfg: W5Config,
         items: list[tuple[bytes, int]],
-        workers: int,
+        workers: int | str,
         executor: str | None = None,
     ) -> None:
         from aioloader import DataLoader
@@ -212,6 +212,7 @@ class Aioloader(W5System, aioloader_system.Aioloader):
 
         dataset = MemoryDataset(items)
         options: dict[str, Any] = {"executor": executor} if executor else {}
+        prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
 
         def make() -> Any:
             return DataLoader(
@@ -221,7 +222,7 @@ class Aioloader(W5System, aioloader_system.Aioloader):
                 seed=SEED,
                 transform=decode_sample,
                 workers=workers,
-                prefetch=cfg.prefetch,
+                prefetch=prefetch,
                 **options,
             )
 
@@ -231,7 +232,7 @@ class Aioloader(W5System, aioloader_system.Aioloader):
         self.name = f"aioloader {kind}={workers}"
         extra = f", executor={executor!r}" if executor else ""
         self.note = (
-            f"DataLoader(transform=decode, workers={workers}{extra}, prefetch={cfg.prefetch}), "
+            f"DataLoader(transform=decode, workers={workers!r}{extra}, prefetch={prefetch!r}), "
             "async for, asyncio"
         )
 
@@ -319,7 +320,7 @@ def process_rows(cfg: W5Config, items: list[tuple[bytes, int]]) -> list[System]:
 
 def systems(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], None]) -> Any:
     found: list[System] = [PlainLoop(cfg, items)]
-    found += [Aioloader(cfg, items, w) for w in (0, 1, 2)]
+    found += [Aioloader(cfg, items, w) for w in (0, 1, 2, "auto")]
     processes = process_rows(cfg, items)
     if not processes:
         log("  W5: DataLoader has no executor= yet; the 'aioloader processes=2' row is left out")
@@ -415,4 +416,10 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
     return [
         harness.target("W5: aioloader workers=2 >= 1.8x workers=0", two, zero, 1.8),
         harness.target("W5: aioloader workers=2 >= 1.5x torch best", two, torch_best, 1.5),
+        harness.auto_target(
+            found,
+            "W5",
+            "aioloader workers=auto",
+            [f"aioloader workers={w}" for w in (0, 1, 2)] + ["aioloader processes=2"],
+        ),
     ]
