@@ -160,7 +160,7 @@ def test_numpy_integers_are_accepted() -> None:
 
 
 def test_sample_rngs_draw_what_sample_rng_draws() -> None:
-    keys = derive_slots(2**64 - 1, 3, 9, 128, 0).tolist() + [0, 2**64 - 1]
+    keys = [*derive_slots(2**64 - 1, 3, 9, 128, 0).tolist(), 0, 2**64 - 1]
     made = sample_rngs(keys)
     assert [type(rng) for rng in made] == [SampleRng] * len(keys)
     assert [rng.state for rng in made] == keys
