@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from tests._support.proxy import LoopbackProxy
     from tests._support.s3 import S3Info
 
 
@@ -53,3 +54,23 @@ def s3_server() -> Iterator[S3Info]:
 
     with SeaweedServer(bucket="aioloader-test") as server:
         yield server.info
+
+
+@pytest.fixture(scope="module")
+def _module_proxy(s3_server: S3Info) -> Iterator[LoopbackProxy]:
+    # Module scope: its thread ends with the module, before any later test counts threads.
+    from tests._support.proxy import LoopbackProxy
+
+    with LoopbackProxy(s3_server.endpoint) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def fault_proxy(_module_proxy: LoopbackProxy) -> Iterator[LoopbackProxy]:
+    """The loopback proxy in front of ``s3_server``: no fault queued, always-on or scheduled,
+    no delay, and an empty log (source and reliability tests inject their faults)."""
+    _module_proxy.clear()
+    _module_proxy.delay = 0.0
+    yield _module_proxy
+    _module_proxy.clear()
+    _module_proxy.delay = 0.0

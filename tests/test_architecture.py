@@ -210,6 +210,7 @@ def test_ruff_format_is_clean() -> None:
 
 
 @pytest.mark.slow  # mypy reads torch and jax stubs: minutes
+@pytest.mark.timeout(1800)
 def test_mypy_strict_is_clean() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "aioloader", "tests"],

@@ -6,7 +6,14 @@ import argparse
 
 import pytest
 
-from aioloader._argtypes import non_negative, positive, positive_float
+from aioloader._argtypes import (
+    BACKENDS,
+    non_negative,
+    options_named,
+    positive,
+    positive_float,
+    run_backend,
+)
 
 
 def test_integers_are_parsed_and_bounded() -> None:
@@ -35,3 +42,19 @@ def test_positive_says_the_same_rule_for_every_value_below_one(text: str) -> Non
     with pytest.raises(argparse.ArgumentTypeError) as caught:
         positive(text)
     assert str(caught.value) == f"must be >= 1 but got {int(text)}"
+
+
+def test_options_named_hands_over_the_named_options_only() -> None:
+    args = argparse.Namespace(seed=3, steps=10, quiet=True, stop=None)
+    assert options_named(args, "steps", "stop") == {"steps": 10, "stop": None}
+    assert options_named(args) == {}
+    with pytest.raises(AttributeError, match="'Namespace' object has no attribute 'start'"):
+        options_named(args, "seed", "start")
+
+
+def test_every_backend_choice_maps_to_anyio_run_arguments() -> None:
+    assert [run_backend(name) for name in BACKENDS] == [
+        ("asyncio", {}),
+        ("asyncio", {"use_uvloop": True}),
+        ("trio", {}),
+    ]

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ._arguments import CommandError, positive
+from ._arguments import CommandError, add_option, positive
 
 RESULTS_ROOT = Path("bench-results")
 """Where each run's new folder goes (relative to the working directory)."""
@@ -30,9 +30,7 @@ def add_parser(commands: Any) -> None:
         ),
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round (smoke)")
-    parser.add_argument(
-        "--rounds", type=positive, metavar="N", help="kept rounds (default 7, quick 1)"
-    )
+    add_option(parser, "--rounds", positive, "N", "kept rounds (default 7, quick 1)")
     parser.add_argument(
         "--workloads", metavar="W1,W3,...", help="comma-separated subset of the workloads"
     )

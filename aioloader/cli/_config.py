@@ -38,6 +38,11 @@ CONFIG_HELP = (
 )
 
 
+def add_config_argument(parser: Any) -> None:
+    """Add the optional positional ``CONFIG`` (``CONFIG_HELP`` says what it may be)."""
+    parser.add_argument("config", nargs="?", metavar="CONFIG", help=".json or .py config")
+
+
 def load_factory(path: str | None) -> LoaderFactory:
     """A ``make_loader(workers=..., prefetch=...)`` for the config at ``path`` (None: demo).
 

@@ -16,7 +16,16 @@ from ..core import _backend
 from ..core._digest import digest_batch
 from ..core._samplers import ShuffledSampler
 from ..engine._loader import DataLoader
-from ._arguments import BACKENDS, backend_arguments, default_backend, non_negative, positive
+from ._arguments import (
+    BACKENDS,
+    add_loader_settings,
+    add_option,
+    backend_arguments,
+    default_backend,
+    non_negative,
+    options_named,
+    positive,
+)
 
 WORKERS = 0
 PREFETCH = 8
@@ -196,29 +205,10 @@ def add_parser(commands: Any) -> None:
             "uvloop (asyncio where uvloop is not installed)."
         ),
     )
-    parser.add_argument(
-        "--workers",
-        type=non_negative,
-        default=WORKERS,
-        metavar="N",
-        help=f"CPU threads; 0 builds on the event loop (default {WORKERS})",
-    )
-    parser.add_argument(
-        "--prefetch",
-        type=positive,
-        default=PREFETCH,
-        metavar="N",
-        help=f"ring slots (default {PREFETCH})",
-    )
-    parser.add_argument(
-        "--steps", type=positive, default=500, metavar="N", help="batches (default 500)"
-    )
-    parser.add_argument(
-        "--start-step", type=non_negative, default=0, metavar="G", help="first global step"
-    )
-    parser.add_argument(
-        "--seed", type=non_negative, default=0, metavar="S", help="run seed (default 0)"
-    )
+    add_loader_settings(parser, workers=WORKERS, prefetch=PREFETCH)
+    add_option(parser, "--steps", positive, "N", "batches (default 500)", default=500)
+    add_option(parser, "--start-step", non_negative, "G", "first global step", default=0)
+    add_option(parser, "--seed", non_negative, "S", "run seed (default 0)", default=0)
     parser.add_argument(
         "--backend", choices=BACKENDS, default=backend, help=f"event loop (default {backend})"
     )
@@ -232,16 +222,8 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> list[str]:
     """Run both passes and return the report's lines."""
-    options = {
-        "workers": args.workers,
-        "prefetch": args.prefetch,
-        "steps": args.steps,
-        "start_step": args.start_step,
-        "seed": args.seed,
-        "backend": args.backend,
-        "progress": True,
-    }
-    began, plain = demo_main(digest=False, **options)
+    options = options_named(args, "workers", "prefetch", "steps", "start_step", "seed", "backend")
+    began, plain = demo_main(digest=False, progress=True, **options)
     last = args.start_step + args.steps - 1
     lines = [
         f"steps {args.start_step}..{last}  workers {args.workers}  prefetch {args.prefetch}  "
@@ -253,7 +235,7 @@ def run(args: argparse.Namespace) -> list[str]:
         f"waiting        {wait_explained(args.workers, plain.wait_share)}",
     ]
     if not args.no_digest:
-        _, hashed = demo_main(digest=True, **options)
+        _, hashed = demo_main(digest=True, progress=True, **options)
         lines += [
             f"with hashing   {hashed.batches_per_second:,.0f} batches/s  "
             "(SHA-256 of every batch on the consumer's thread)",

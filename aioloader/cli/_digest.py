@@ -10,8 +10,8 @@ import anyio
 
 from ..core._digest import digest_batch
 from ..core._pool import release_batch
-from ._arguments import CommandError, non_negative, positive
-from ._config import CONFIG_HELP, load_factory
+from ._arguments import CommandError, add_loader_settings, add_option, non_negative, positive
+from ._config import CONFIG_HELP, add_config_argument, load_factory
 
 
 def add_parser(commands: Any) -> None:
@@ -25,19 +25,10 @@ def add_parser(commands: Any) -> None:
             "print the same digest. " + CONFIG_HELP
         ),
     )
-    parser.add_argument("config", nargs="?", metavar="CONFIG", help=".json or .py config")
-    parser.add_argument(
-        "--start", type=non_negative, default=0, metavar="START", help="first global step"
-    )
-    parser.add_argument(
-        "--stop", type=positive, default=32, metavar="STOP", help="one past the last step"
-    )
-    parser.add_argument(
-        "--workers", type=non_negative, default=0, metavar="N", help="CPU threads (default 0)"
-    )
-    parser.add_argument(
-        "--prefetch", type=positive, default=8, metavar="N", help="ring slots (default 8)"
-    )
+    add_config_argument(parser)
+    add_option(parser, "--start", non_negative, "START", "first global step", default=0)
+    add_option(parser, "--stop", positive, "STOP", "one past the last step", default=32)
+    add_loader_settings(parser, workers=0, prefetch=8)
     parser.set_defaults(run=run)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._progress import Progress
-from ._arguments import CommandError, positive
+from ._arguments import CommandError, add_option, positive
 
 
 def add_parser(commands: Any) -> None:
@@ -23,15 +23,9 @@ def add_parser(commands: Any) -> None:
         ),
     )
     parser.add_argument("lengths", metavar="LENGTHS", help="file of lengths ('-': stdin)")
-    parser.add_argument(
-        "--batch-size", type=positive, required=True, metavar="B", help="sequences per batch"
-    )
-    parser.add_argument(
-        "--context-length", type=positive, metavar="L", help="packed row length (default: max)"
-    )
-    parser.add_argument(
-        "--pool-batches", type=positive, default=100, metavar="N", help="bucketing pool size"
-    )
+    add_option(parser, "--batch-size", positive, "B", "sequences per batch", required=True)
+    add_option(parser, "--context-length", positive, "L", "packed row length (default: max)")
+    add_option(parser, "--pool-batches", positive, "N", "bucketing pool size", default=100)
     parser.add_argument(
         "--plot", metavar="PNG", help="also write a bar chart of real tokens by strategy"
     )

@@ -13,8 +13,8 @@ from typing import Any
 
 from ..core._autotune import Decision, Knobs
 from ..core._pool import release_batch
-from ._arguments import positive, positive_float
-from ._config import CONFIG_HELP, load_factory
+from ._arguments import add_option, positive, positive_float
+from ._config import CONFIG_HELP, add_config_argument, load_factory
 from ._tuning import epoch_time, recommend_workers
 
 MAX_ROWS = 8
@@ -34,22 +34,12 @@ def add_parser(commands: Any) -> None:
             "steps per epoch unless --epoch-batches is given. " + CONFIG_HELP
         ),
     )
-    parser.add_argument("config", nargs="?", metavar="CONFIG", help=".json or .py config")
-    parser.add_argument(
-        "--step-ms", type=positive_float, required=True, metavar="MS", help="trainer step time"
-    )
-    parser.add_argument(
-        "--load-ms", type=positive_float, metavar="MS", help="skip measuring: load time/batch"
-    )
-    parser.add_argument(
-        "--batches", type=positive, default=64, metavar="N", help="batches to measure (64)"
-    )
-    parser.add_argument(
-        "--epoch-batches",
-        type=positive,
-        metavar="N",
-        help="batches per epoch (default: the config's steps per epoch)",
-    )
+    add_config_argument(parser)
+    add_option(parser, "--step-ms", positive_float, "MS", "trainer step time", required=True)
+    add_option(parser, "--load-ms", positive_float, "MS", "skip measuring: load time/batch")
+    add_option(parser, "--batches", positive, "N", "batches to measure (64)", default=64)
+    epoch_text = "batches per epoch (default: the config's steps per epoch)"
+    add_option(parser, "--epoch-batches", positive, "N", epoch_text)
     parser.add_argument(
         "--auto",
         action="store_true",

@@ -56,6 +56,7 @@ class BlockShuffledSampler(_PositionalSampler):
     most recent epochs per seed are kept), so any step is addressable in O(1) steps and
     resume stays O(1). Every item appears exactly once per epoch unless ``drop_last`` cuts
     the tail.
+    An epoch has ``n // batch_size`` steps with ``drop_last``, else ``ceil(n / batch_size)``.
 
     >>> sampler = BlockShuffledSampler([3, 3, 3, 3], 2, window=2)
     >>> sorted(i for s in range(6) for i in sampler.indices(7, 0, s).tolist())

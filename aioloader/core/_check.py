@@ -30,6 +30,13 @@ def as_int(name: str, value: Any) -> int:
         ) from None
 
 
+def flag(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a bool (not merely truthy) or raise a clear error."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool but got {type(value).__name__}")
+    return value
+
+
 def int_in_range(name: str, value: Any, low: int, high: int) -> int:
     """Return ``value`` as an int in ``[low, high)`` or raise a clear error."""
     number = as_int(name, value)

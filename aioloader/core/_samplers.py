@@ -18,6 +18,7 @@ from ._check import (
     as_int,
     batch_size_arg,
     finite_non_negative,
+    flag,
     int_in_range,
     positive_int,
     sequence_1d,
@@ -94,17 +95,37 @@ def check_sampler(sampler: Any, *, needs_a_step: bool = True) -> Sampler:
     return cast(Sampler, sampler)
 
 
-class _PositionalSampler:
+class _FixedBatches:
+    """What the samplers of one batch size share: ``batch_size`` and ``steps_per_epoch``.
+
+    Subclasses set ``_batch_size`` and ``_steps``; each class's docstring says how many
+    steps an epoch has.
+    """
+
+    __slots__ = ("_batch_size", "_steps")
+    _batch_size: int
+    _steps: int
+
+    @property
+    def batch_size(self) -> int:
+        """Items per full batch (on each rank, for a sharding sampler)."""
+        return self._batch_size
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps (batches) in one epoch, the same in every epoch."""
+        return self._steps
+
+
+class _PositionalSampler(_FixedBatches):
     """Shared shape of Sequential, Shuffled and BlockShuffled: epoch positions cut into batches."""
 
-    __slots__ = ("_batch_size", "_drop_last", "_n", "_steps")
+    __slots__ = ("_drop_last", "_n")
 
     def __init__(self, n: int, batch_size: int, drop_last: bool = True) -> None:
         self._n = positive_int("n", n, INDEX_LIMIT)
         self._batch_size = batch_size_arg(batch_size)
-        if not isinstance(drop_last, bool):
-            raise TypeError(f"drop_last must be a bool but got {type(drop_last).__name__}")
-        self._drop_last = drop_last
+        self._drop_last = flag("drop_last", drop_last)
         self._steps = batches_in(self._n, self._batch_size, drop_last)
 
     @property
@@ -113,19 +134,9 @@ class _PositionalSampler:
         return self._n
 
     @property
-    def batch_size(self) -> int:
-        """Items per full batch."""
-        return self._batch_size
-
-    @property
     def drop_last(self) -> bool:
         """Whether the short last batch is dropped."""
         return self._drop_last
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """``n // batch_size`` with drop_last, else ``ceil(n / batch_size)``."""
-        return self._steps
 
     def _positions(self, step: int) -> IndexArray:
         start = step * self._batch_size
@@ -141,6 +152,8 @@ class _PositionalSampler:
 
 class SequentialSampler(_PositionalSampler):
     """Slot ``i`` of step ``s`` is index ``s * batch_size + i``.
+
+    An epoch has ``n // batch_size`` steps with ``drop_last``, else ``ceil(n / batch_size)``.
 
     >>> SequentialSampler(10, 3, drop_last=False).indices(0, 0, 3).tolist()
     [9]
@@ -160,6 +173,7 @@ class ShuffledSampler(_PositionalSampler):
     Each epoch is a fresh permutation, computed per batch with no table: any ``n < 2^63``.
     Up to ``TABLE_LIMIT`` items, the whole epoch's order is computed once (one array call)
     and kept for the current epoch, so a step costs a slice; the values are the same.
+    An epoch has ``n // batch_size`` steps with ``drop_last``, else ``ceil(n / batch_size)``.
     """
 
     __slots__ = ("_lock", "_table")
@@ -203,15 +217,16 @@ class ShuffledSampler(_PositionalSampler):
         self.__init__(*state)  # type: ignore[misc]
 
 
-class MixingSampler:
+class MixingSampler(_FixedBatches):
     """Draws each slot from one of several sources laid end to end, by share, with replacement.
 
     Slot ``j`` of step ``s``: ``rng = SampleRng(derive(seed, e, s, j, 102))``; the first
     ``next_double`` picks the source by cumulative normalised share, then
     ``start[k] + rng.next_int(sizes[k])`` picks the item.
+    An epoch has ``steps_per_epoch`` steps (default ``max(1, sum(sizes) // batch_size)``).
     """
 
-    __slots__ = ("_batch_size", "_bounds", "_eligible", "_shares", "_sizes", "_starts", "_steps")
+    __slots__ = ("_bounds", "_eligible", "_shares", "_sizes", "_starts")
 
     def __init__(
         self,
@@ -271,16 +286,6 @@ class MixingSampler:
     def shares(self) -> tuple[float, ...]:
         """Relative share of each source."""
         return self._shares
-
-    @property
-    def batch_size(self) -> int:
-        """Items per batch."""
-        return self._batch_size
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """Steps per epoch (default ``max(1, sum(sizes) // batch_size)``)."""
-        return self._steps
 
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)``: one independent draw per slot."""
@@ -360,7 +365,7 @@ class RecentEpochs(Generic[T]):
         return value
 
 
-class BucketedSampler:
+class BucketedSampler(_FixedBatches):
     """Batches of similar length in a random order (docs/samplers.md).
 
     For epoch ``e`` the first ``S*B`` positions of a keyed shuffle (all ``n`` with
@@ -369,9 +374,10 @@ class BucketedSampler:
     ``drop_last``), and batch ``t`` served at step ``perm(t, S, derive(seed, e, 1, 0, 104))``.
     An epoch's plan costs O(n log n); the plans of the two most recent epochs (per seed)
     are cached.
+    An epoch has ``len(lengths) // batch_size`` steps, rounded up without ``drop_last``.
     """
 
-    __slots__ = ("_batch_size", "_drop_last", "_epochs", "_lengths", "_pool_batches", "_steps")
+    __slots__ = ("_drop_last", "_epochs", "_lengths", "_pool_batches")
 
     def __init__(
         self, lengths: Any, batch_size: int, pool_batches: int, drop_last: bool = True
@@ -380,22 +386,14 @@ class BucketedSampler:
         n = int(self._lengths.shape[0])
         self._batch_size = batch_size_arg(batch_size)
         self._pool_batches = positive_int("pool_batches", pool_batches, INDEX_LIMIT)
-        if not isinstance(drop_last, bool):
-            raise TypeError(f"drop_last must be a bool but got {type(drop_last).__name__}")
-        self._drop_last = drop_last
-        full, rest = divmod(n, self._batch_size)
-        self._steps = full if drop_last or rest == 0 else full + 1
+        self._drop_last = flag("drop_last", drop_last)
+        self._steps = batches_in(n, self._batch_size, drop_last)
         self._epochs = RecentEpochs(self._build_plan)
 
     @property
     def lengths(self) -> npt.NDArray[np.uint32]:
         """Lengths of the items (a read-only array)."""
         return self._lengths
-
-    @property
-    def batch_size(self) -> int:
-        """Items per batch."""
-        return self._batch_size
 
     @property
     def pool_batches(self) -> int:
@@ -406,11 +404,6 @@ class BucketedSampler:
     def drop_last(self) -> bool:
         """Whether the last partial batch is dropped (the default)."""
         return self._drop_last
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """``len(lengths) // batch_size``, rounded up without ``drop_last``."""
-        return self._steps
 
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)``, sorted by (length, index) within the batch."""

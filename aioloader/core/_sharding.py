@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ._check import as_int, batch_size_arg, positive_int
+from ._check import as_int, batch_size_arg, flag, positive_int
 from ._permutation import keyed_permutation_array
 from ._rng import _derive_unchecked
 from ._samplers import (
@@ -31,6 +31,7 @@ from ._samplers import (
     MixingSampler,
     Sampler,
     _check_position,
+    _FixedBatches,
     _PositionalSampler,
     batches_in,
     check_sampler,
@@ -84,12 +85,16 @@ def _indivisible_message(size: int, world_size: int, sampler: Sampler) -> str:
 
 
 class _OneRank:
-    """Rank ``rank`` of ``world_size`` ranks (checked): what each sharding sampler is for."""
+    """Rank ``rank`` of ``world_size`` ranks: what each sharding sampler is for.
 
-    __slots__ = ("_rank", "_world_size")
+    Holds no slots of its own: a subclass lists ``_rank`` and ``_world_size`` in its
+    ``__slots__`` and sets them from ``_check_rank``, so that it may also derive from a
+    base that has slots (``DistributedSampler`` does).
+    """
 
-    def __init__(self, rank: int, world_size: int) -> None:
-        self._rank, self._world_size = _check_rank(rank, world_size)
+    __slots__ = ()
+    _rank: int
+    _world_size: int
 
     @property
     def rank(self) -> int:
@@ -117,11 +122,11 @@ class RankSlice(_OneRank):
     [[4, 5], [6, 7]]
     """
 
-    __slots__ = ("_batch_sizes", "_sampler")
+    __slots__ = ("_batch_sizes", "_rank", "_sampler", "_world_size")
 
     def __init__(self, sampler: Sampler, rank: int, world_size: int) -> None:
         check_sampler(sampler, needs_a_step=False)
-        _OneRank.__init__(self, rank, world_size)
+        self._rank, self._world_size = _check_rank(rank, world_size)
         self._sampler = sampler
         sizes = batch_sizes_of(sampler)
         if sizes is not None:
@@ -174,7 +179,7 @@ class RankSlice(_OneRank):
         return f"RankSlice({self._sampler!r}, rank={self._rank}, world_size={self._world_size})"
 
 
-class DistributedSampler(_OneRank):
+class DistributedSampler(_FixedBatches, _OneRank):
     """The index layout of ``torch.utils.data.DistributedSampler``, cut into batches.
 
     The epoch's order is ``0 .. n-1``, or with ``shuffle=True`` aioloader's keyed
@@ -192,13 +197,13 @@ class DistributedSampler(_OneRank):
     """
 
     __slots__ = (
-        "_batch_size",
         "_drop_last",
         "_drop_last_batch",
         "_n",
         "_num_samples",
+        "_rank",
         "_shuffle",
-        "_steps",
+        "_world_size",
     )
 
     def __init__(
@@ -214,15 +219,10 @@ class DistributedSampler(_OneRank):
     ) -> None:
         self._n = positive_int("n", n, INDEX_LIMIT)
         self._batch_size = batch_size_arg(batch_size)
-        _OneRank.__init__(self, rank, world_size)
-        for name, flag in (
-            ("shuffle", shuffle),
-            ("drop_last", drop_last),
-            ("drop_last_batch", drop_last_batch),
-        ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool but got {type(flag).__name__}")
-        self._shuffle, self._drop_last, self._drop_last_batch = shuffle, drop_last, drop_last_batch
+        self._rank, self._world_size = _check_rank(rank, world_size)
+        self._shuffle = flag("shuffle", shuffle)
+        self._drop_last = flag("drop_last", drop_last)
+        self._drop_last_batch = flag("drop_last_batch", drop_last_batch)
         if drop_last:
             self._num_samples = self._n // self._world_size
         else:
@@ -233,11 +233,6 @@ class DistributedSampler(_OneRank):
     def n(self) -> int:
         """Number of items in the dataset."""
         return self._n
-
-    @property
-    def batch_size(self) -> int:
-        """Items per full batch on each rank."""
-        return self._batch_size
 
     @property
     def shuffle(self) -> bool:
@@ -263,11 +258,6 @@ class DistributedSampler(_OneRank):
     def total_size(self) -> int:
         """Indices per epoch over all ranks, after padding or cutting."""
         return self._num_samples * self._world_size
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """Batches per rank per epoch: the same on every rank."""
-        return self._steps
 
     @property
     def batch_sizes(self) -> frozenset[int]:

@@ -111,12 +111,20 @@ class StreamWork(Generic[BatchT]):
             if self._scope is not None:
                 if from_finalizer and self._call_soon is not None:
                     with contextlib.suppress(RuntimeError):
-                        self._call_soon(self._scope.cancel)
+                        self._call_soon(self._scope.cancel)  # a flag: it cannot fail
                     return
                 self._scope.cancel()
         elif self._call_soon is not None:
             with contextlib.suppress(RuntimeError):  # a closed loop runs nothing any more
-                self._call_soon(self.cancel)
+                self._call_soon(self._cancel_on_loop)
+
+    def _cancel_on_loop(self) -> None:
+        # a callback of the loop itself: an error here (a batch's release failing) would
+        # crash a trio run, so it is logged
+        try:
+            self.cancel()
+        except Exception:
+            logger.exception("aioloader: cancelling a stream failed")
 
     async def wait_ended(self) -> None:
         """Wait until the builders, their reads and threads have all ended."""
@@ -142,11 +150,23 @@ class StreamWork(Generic[BatchT]):
         if sniffio.current_async_library() == "trio":
             import trio
 
-            trio.lowlevel.spawn_system_task(self.run, name="aioloader-stream")
+            trio.lowlevel.spawn_system_task(self._run_hosted, name="aioloader-stream")
         else:
             import asyncio
 
-            self._task = asyncio.get_running_loop().create_task(self.run(), name="aioloader-stream")
+            self._task = asyncio.get_running_loop().create_task(
+                self._run_hosted(), name="aioloader-stream"
+            )
+
+    async def _run_hosted(self) -> None:
+        """``run`` in a background task: an error that escapes it goes to the consumer and
+        the log, never to the host (in trio's system nursery it would crash the whole run,
+        every task of the program; on asyncio the consumer would wait forever)."""
+        try:
+            await self.run()
+        except Exception as error:
+            logger.exception("aioloader: a stream's engine failed", exc_info=error)
+            self.ring.fail_nowait(error)
 
     def _prepare(self) -> None:
         if self._ended is None:
@@ -183,7 +203,7 @@ class StreamWork(Generic[BatchT]):
                 plan_reads = getattr(config.dataset, "plan_reads", None)
                 if callable(plan_reads):  # a source that reads by the plan: off the loop
                     await anyio.to_thread.run_sync(
-                        plan_reads, config.sampler, config.seed, self._start
+                        plan_reads, config.sampler, config.seed, self._start, self._stop
                     )
                 async with anyio.create_task_group() as group:
                     for _ in range(builders):

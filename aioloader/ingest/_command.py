@@ -24,7 +24,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, cast
 
-from .._argtypes import positive, positive_float
+from .._argtypes import BACKENDS, options_named, positive, positive_float, run_backend
 
 __all__ = ("add_parser", "run")
 
@@ -39,6 +39,16 @@ _S3_CREDENTIAL_VARIABLES = (
     "AWS_CONTAINER_CREDENTIALS_FULL_URI",
 )
 _S3_CREDENTIAL_OPTIONS = ("access_key_id", "aws_access_key_id", "skip_signature")
+_FETCHER_OPTIONS = (
+    *("max_in_flight", "connect_timeout", "read_timeout", "total_timeout"),
+    *("min_rate", "min_rate_grace", "max_body_bytes", "content_types"),
+)
+"""Options passed on to ``HttpFetcher`` under their own names."""
+_INGEST_OPTIONS = (
+    *("url_field", "text_field", "reorder_bytes", "threads", "shard_samples"),
+    *("shard_bytes", "start", "stop", "allow_appended_input"),
+)
+"""Options passed on to ``ingest`` under their own names."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -141,9 +151,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="resume even though INPUT grew past the end an earlier run reached",
     )
-    parser.add_argument(
-        "--backend", choices=("asyncio", "uvloop", "trio"), default="asyncio", help="event loop"
-    )
+    parser.add_argument("--backend", choices=BACKENDS, default="asyncio", help="event loop")
     parser.add_argument("--quiet", action="store_true", help="no line per committed shard")
     return parser
 
@@ -231,43 +239,27 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> Any:
         fetcher = HttpFetcher(
-            max_in_flight=args.max_in_flight,
+            **options_named(args, *_FETCHER_OPTIONS),
             max_per_host=args.per_host,
-            connect_timeout=args.connect_timeout,
-            read_timeout=args.read_timeout,
-            total_timeout=args.total_timeout,
-            min_rate=args.min_rate,
-            min_rate_grace=args.min_rate_grace,
             allow=args.allow_address,
             retry=RetryPolicy(max_attempts=args.retries + 1, initial_backoff=0.5),
-            max_body_bytes=args.max_body_bytes,
-            content_types=args.content_types,
         )
         async with fetcher:
             return await ingest(
                 args.input,
                 destination if store is not None else args.output,
+                **options_named(args, *_INGEST_OPTIONS),
                 store=store,
-                url_field=args.url_field,
-                text_field=args.text_field,
                 image=image,
                 fetcher=fetcher,
                 reorder_window=4 * args.max_in_flight,
-                reorder_bytes=args.reorder_bytes,
-                threads=args.threads,
-                shard_samples=args.shard_samples,
-                shard_bytes=args.shard_bytes,
-                start=args.start,
-                stop=args.stop,
                 progress=True,
                 on_commit=committed,
-                allow_appended_input=args.allow_appended_input,
             )
 
     import anyio
 
-    backend = "asyncio" if args.backend == "uvloop" else args.backend
-    options = {"use_uvloop": True} if args.backend == "uvloop" else {}
+    backend, options = run_backend(args.backend)
     summary = anyio.run(main, backend=backend, backend_options=options)
     print(summary.format())
     sys.stdout.flush()

@@ -24,10 +24,10 @@ import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("S3Uploads",)
+__all__ = ("S3Uploads", "SigV4Credentials")
 
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _NAMESPACE = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -62,26 +62,77 @@ def _quote(text: str, safe: str = "-_.~") -> str:
 
 
 @dataclass(frozen=True)
+class SigV4Credentials:
+    """Static credentials that sign requests with AWS Signature Version 4, in one region.
+
+    Attributes:
+        region: The signing region.
+        access_key_id: The access key.
+        secret_access_key: The secret key (left out of the repr).
+        session_token: A session token, or None (left out of the repr).
+    """
+
+    region: str
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    def signing_key(self, day: str, service: str = "s3") -> bytes:
+        """The key of ``day`` (``YYYYMMDD``) that signs ``service``'s requests."""
+        key = _hmac(("AWS4" + self.secret_access_key).encode(), day)
+        for part in (self.region, service, "aws4_request"):
+            key = _hmac(key, part)
+        return key
+
+    def signed_headers(
+        self, method: str, host: str, path: str, query: str, now: datetime.datetime
+    ) -> dict[str, str]:
+        """The headers of an S3 request without a body, ``authorization`` included.
+
+        ``path`` and ``query`` are already canonical (quoted; the query sorted).
+        """
+        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+        headers = {"host": host, "x-amz-content-sha256": _EMPTY_SHA256, "x-amz-date": stamp}
+        if self.session_token:
+            headers["x-amz-security-token"] = self.session_token
+        signed = ";".join(sorted(headers))
+        canonical = "\n".join(
+            [
+                method,
+                path,
+                query,
+                "".join(f"{k}:{headers[k]}\n" for k in sorted(headers)),
+                signed,
+                _EMPTY_SHA256,
+            ]
+        )
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = "\n".join(
+            ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
+        )
+        signature = hmac.new(self.signing_key(day), to_sign.encode(), hashlib.sha256).hexdigest()
+        headers["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={self.access_key_id}/{scope}, "
+            f"SignedHeaders={signed}, Signature={signature}"
+        )
+        return headers
+
+
+@dataclass(frozen=True)
 class S3Uploads:
     """Signed ``ListMultipartUploads`` / ``AbortMultipartUpload`` calls for one bucket.
 
     Attributes:
         endpoint: Scheme and host (``https://s3.us-east-1.amazonaws.com``).
         bucket: The bucket.
-        region: The signing region.
-        access_key_id: The access key.
-        secret_access_key: The secret key.
-        session_token: A session token, or None.
+        credentials: What signs the calls.
         virtual_hosted: Address the bucket as a host name instead of a path.
         store_prefix: The store's own key prefix (keys given and returned omit it).
     """
 
     endpoint: str
     bucket: str
-    region: str
-    access_key_id: str
-    secret_access_key: str
-    session_token: str | None = None
+    credentials: SigV4Credentials
     virtual_hosted: bool = False
     store_prefix: str = ""
 
@@ -104,10 +155,12 @@ class S3Uploads:
         return S3Uploads(
             endpoint=str(endpoint).rstrip("/"),
             bucket=str(bucket),
-            region=region,
-            access_key_id=str(access),
-            secret_access_key=str(secret),
-            session_token=config.get("session_token") or config.get("token"),
+            credentials=SigV4Credentials(
+                region=region,
+                access_key_id=str(access),
+                secret_access_key=str(secret),
+                session_token=config.get("session_token") or config.get("token"),
+            ),
             virtual_hosted=virtual,
             store_prefix=prefix + "/" if prefix else "",
         )
@@ -127,35 +180,9 @@ class S3Uploads:
 
     def _request(self, method: str, key: str, query: Mapping[str, str]) -> bytes:
         base, host, path = self._url(key)
-        now = datetime.datetime.now(datetime.timezone.utc)
-        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
         canonical_query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items()))
-        headers = {"host": host, "x-amz-content-sha256": _EMPTY_SHA256, "x-amz-date": stamp}
-        if self.session_token:
-            headers["x-amz-security-token"] = self.session_token
-        signed = ";".join(sorted(headers))
-        canonical = "\n".join(
-            [
-                method,
-                path,
-                canonical_query,
-                "".join(f"{k}:{headers[k]}\n" for k in sorted(headers)),
-                signed,
-                _EMPTY_SHA256,
-            ]
-        )
-        scope = f"{day}/{self.region}/s3/aws4_request"
-        to_sign = "\n".join(
-            ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
-        )
-        key_bytes = _hmac(("AWS4" + self.secret_access_key).encode(), day)
-        for part in (self.region, "s3", "aws4_request"):
-            key_bytes = _hmac(key_bytes, part)
-        signature = hmac.new(key_bytes, to_sign.encode(), hashlib.sha256).hexdigest()
-        headers["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={self.access_key_id}/{scope}, "
-            f"SignedHeaders={signed}, Signature={signature}"
-        )
+        now = datetime.datetime.now(datetime.timezone.utc)
+        headers = self.credentials.signed_headers(method, host, path, canonical_query, now)
         url = base + path + (f"?{canonical_query}" if canonical_query else "")
         request = urllib.request.Request(url, method=method, headers=headers)
         try:

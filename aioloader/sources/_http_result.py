@@ -6,7 +6,9 @@ import email.utils
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
+
+from ._retry import RequestCounters
 
 __all__ = ("FAILURE_REASONS", "FailureReason", "FetchResult", "HttpStatistics", "retry_after")
 
@@ -21,17 +23,7 @@ FailureReason = Literal[
     "decode",
     "blocked_address",
 ]
-FAILURE_REASONS: tuple[FailureReason, ...] = (
-    "status",
-    "timeout",
-    "too_large",
-    "content_type",
-    "connection",
-    "redirects",
-    "invalid_url",
-    "decode",
-    "blocked_address",
-)
+FAILURE_REASONS: tuple[FailureReason, ...] = get_args(FailureReason)
 """Why a fetch failed: an HTTP status that is not 2xx (after retries), a timeout (connect,
 read, the attempt's ``total_timeout``, or a body slower than ``min_rate``), a body past
 ``max_body_bytes``, a content type not allowed, a connection refused or reset (after
@@ -77,12 +69,12 @@ class FetchResult:
 
 
 @dataclass(frozen=True)
-class HttpStatistics:
+class HttpStatistics(RequestCounters):
     """Counters of an ``HttpFetcher``.
 
+    ``requests`` and ``retries`` (``RequestCounters``) come first, then these.
+
     Attributes:
-        requests: Attempts sent, retries included.
-        retries: Attempts that followed a transient failure.
         ok: URLs fetched.
         failed: URLs that ended as a failure record.
         failures: Failed URLs by reason.
@@ -94,8 +86,6 @@ class HttpStatistics:
             may see up to two requests per attempt.
     """
 
-    requests: int
-    retries: int
     ok: int
     failed: int
     failures: Mapping[str, int]

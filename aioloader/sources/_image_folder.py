@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from .._errors import ObjectNotFoundError, SourceError
 from .._progress import Progress
+from ..core._check import flag
 from ._concurrency import PerLoop, gather_ordered
 from ._local import PathLike, check_index
 
@@ -189,9 +190,7 @@ class ImageFolder:
             lambda: anyio.CapacityLimiter(threads)
         )
         self.invalid: tuple[tuple[Path, str], ...] = ()
-        if not isinstance(validate, bool):
-            raise TypeError(f"validate must be a bool but got {type(validate).__name__}")
-        if validate:
+        if flag("validate", validate):
             self._drop_invalid()
 
     def _drop_invalid(self) -> None:

@@ -29,7 +29,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, overload
 
@@ -41,13 +41,21 @@ from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import PerLoop, SharedLimit, gather_ordered, running_asyncio_loop
 from ._decode import decode_bytes, decode_named, naming_sample, takes_key
 from ._local import check_index
-from ._retry import RetryPolicy, describe_failure, is_range_error, scrub, secrets_of
+from ._retry import (
+    RequestCounters,
+    RetryPolicy,
+    describe_failure,
+    is_range_error,
+    scrub,
+    secrets_of,
+)
 
 logger = logging.getLogger("aioloader")
 
 __all__ = ("ObjectReader", "ObjectStore", "ObjectStoreStatistics", "RetryPolicy")
 
 SampleT = TypeVar("SampleT")
+ResultT = TypeVar("ResultT")
 
 _WHOLE = 1 << 62  # the end of an open byte range: "from 0 to the end of the object"
 MAX_SKIPPED_KEYS = 100
@@ -57,12 +65,12 @@ OnError = Literal["raise", "skip"]
 
 
 @dataclass(frozen=True)
-class ObjectStoreStatistics:
+class ObjectStoreStatistics(RequestCounters):
     """Counters of an ``ObjectReader`` or ``ObjectStore``.
 
+    ``requests`` and ``retries`` (``RequestCounters``) come first, then these.
+
     Attributes:
-        requests: Attempts sent, retries included.
-        retries: Attempts that followed a transient failure.
         bytes_read: Bytes delivered.
         in_flight: Requests in flight now.
         failures: Reads that failed for good (raised, or skipped).
@@ -70,8 +78,6 @@ class ObjectStoreStatistics:
         skipped_keys: The first ``MAX_SKIPPED_KEYS`` keys skipped, in the order they were.
     """
 
-    requests: int
-    retries: int
     bytes_read: int
     in_flight: int
     failures: int
@@ -225,19 +231,25 @@ class ObjectReader:
 
         obstore's own client timeout applies here, not ``timeout``.
         """
+        data = self._retried_sync(key, start, end, lambda: self._fetch_sync(key, start, end))
+        with self._sync_lock:
+            self._bytes += len(data)
+        return data
+
+    def _retried_sync(
+        self, key: str, start: int | None, end: int | None, request: Callable[[], ResultT]
+    ) -> ResultT:
+        """``request()``, counted, and retried under ``retries`` while it fails transiently;
+        a failure for good raises the error naming ``key`` (and the range, if any)."""
         attempt = 0
         while True:
             attempt += 1
             with self._sync_lock:
                 self._requests += 1
             try:
-                data = self._fetch_sync(key, start, end)
+                return request()
             except Exception as exc:
                 kind, summary = describe_failure(exc)
-            else:
-                with self._sync_lock:
-                    self._bytes += len(data)
-                return data
             if kind == "transient" and attempt < self.retries.max_attempts:
                 with self._sync_lock:
                     self._retries += 1
@@ -247,6 +259,23 @@ class ObjectReader:
                 error = self._error(key, start, end, kind, summary, attempt)
             raise error from None
 
+    def stream_sync(self, key: str, chunk: int) -> tuple[int, str, Iterator[bytes]]:
+        """One GET of the whole of ``key``, blocking: (size, version tag, its chunks in order).
+
+        Opening the request is retried like ``read_sync``; the chunks (about ``chunk`` bytes
+        each) arrive as they are iterated and are counted as they come.
+        """
+        result = self._retried_sync(key, None, None, lambda: obstore.get(self.store, key))
+        size, tag = _size_and_tag(result.meta)
+        return size, tag, self._counted(result.stream(min_chunk_size=chunk))
+
+    def _counted(self, chunks: Iterable[Any]) -> Iterator[bytes]:
+        for piece in chunks:
+            data = bytes(piece)
+            with self._sync_lock:
+                self._bytes += len(data)
+            yield data
+
     def head_sync(self, key: str) -> tuple[int, str]:
         """(size, version tag) of ``key``, blocking; the tag is the ETag or the mtime."""
         try:
@@ -254,8 +283,7 @@ class ObjectReader:
         except Exception as exc:
             kind, summary = describe_failure(exc)
             raise self._error(key, None, None, kind, summary, 1) from None
-        tag = meta.get("e_tag") or str(meta.get("last_modified", ""))
-        return int(meta["size"]), str(tag)
+        return _size_and_tag(meta)
 
     def list_sync(self, prefix: str | None) -> list[str]:
         """Sorted keys under ``prefix`` (all keys when None), blocking."""
@@ -269,6 +297,12 @@ class ObjectReader:
                 f"listing prefix {prefix!r} in {self.store!r} failed: {self._scrub(summary)}"
             ) from None
         return sorted(keys)
+
+
+def _size_and_tag(meta: Any) -> tuple[int, str]:
+    """(size, version tag) of an object's metadata; the tag is the ETag or the mtime."""
+    tag = meta.get("e_tag") or str(meta.get("last_modified", ""))
+    return int(meta["size"]), str(tag)
 
 
 def _check_range(byte_range: Any) -> tuple[int, int] | None:

@@ -1,4 +1,4 @@
-"""Retry policy and failure classification of object-store reads.
+"""Retry policy, failure classification and request counters of retried reads.
 
 Transient: timeouts, dropped connections, bodies cut short (the connection closed before
 ``Content-Length`` bytes came), HTTP 408, 429 and 5xx. Not found: HTTP 404 (or obstore's
@@ -17,7 +17,14 @@ from ..core._check import u64
 from ..core._rng import SampleRng, derive
 from ..core._streams import RngStream
 
-__all__ = ("RetryPolicy", "describe_failure", "is_range_error", "scrub", "secrets_of")
+__all__ = (
+    "RequestCounters",
+    "RetryPolicy",
+    "describe_failure",
+    "is_range_error",
+    "scrub",
+    "secrets_of",
+)
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _S3_CODE = re.compile(r"<Code>([^<]{1,64})</Code>")
@@ -73,6 +80,19 @@ class RetryPolicy:
         token = zlib.crc32(key.encode("utf-8", "surrogatepass"))
         rng = SampleRng(derive(self.seed, 0, token, attempt, RngStream.RETRY_JITTER))
         return float(base * (1.0 - self.jitter * rng.next_double()))
+
+
+@dataclass(frozen=True)
+class RequestCounters:
+    """The counters every retrying reader's statistics start with.
+
+    Attributes:
+        requests: Attempts sent, retries included.
+        retries: Attempts that followed a transient failure.
+    """
+
+    requests: int
+    retries: int
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:

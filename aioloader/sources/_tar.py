@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
 import anyio
 
@@ -33,13 +33,18 @@ from ._local import check_index
 from ._object_store import ObjectReader, ObjectStoreStatistics, RetryPolicy
 from ._tar_index import (
     ShardIndex,
+    StreamReader,
     TarSampleEntry,
     build_index,
     index_json_name,
+    index_with,
     load_index,
     save_index,
 )
 from .cache import ByteRange, KnownFutureCache, check_coalescing, coalesce
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ("TarSample", "TarShards", "decode_tar_sample")
 
@@ -52,6 +57,19 @@ REMOTE_CHUNK = 4 << 20
 """Bytes per ranged GET while indexing a shard in an object store."""
 REMOTE_AHEAD = 4
 """Chunks of one shard fetched in parallel ahead of the header scan."""
+
+
+class TarShardsOptions(TypedDict, total=False):
+    """The keyword options of ``TarShards`` besides ``decode`` (documented there)."""
+
+    index_dir: str | os.PathLike[str] | None
+    max_concurrency: int
+    timeout: float | None
+    retries: RetryPolicy | None
+    index_threads: int
+    coalesce_gap: int
+    max_request_bytes: int
+    cache: KnownFutureCache | None
 
 
 def decode_tar_sample(sample: TarSample, index: int) -> TarSample:
@@ -86,9 +104,10 @@ def _pread_exact(path: str, start: int, end: int) -> bytes:
 class TarShards(Generic[SampleT]):
     """Samples from WebDataset tar shards on a local disk or in an obstore store.
 
-    Indices are built (or loaded) here, blocking, ``index_threads`` shards at a time; a
-    shard in an object store is read in chunks of 4 MiB, four of them in flight ahead of
-    the header scan.
+    Indices are built (or loaded) here, blocking, ``index_threads`` shards at a time. A
+    shard in an object store is streamed whole with one GET when a ``cache`` will take its
+    samples (indexed as it streams by); otherwise it is read in chunks of 4 MiB, four of
+    them in flight ahead of the header scan.
 
     Args:
         shards: Local paths (``store`` is None) or object keys, in order; sample indices
@@ -113,15 +132,7 @@ class TarShards(Generic[SampleT]):
         self: TarShards[TarSample],
         shards: Sequence[str | os.PathLike[str]],
         store: Any = None,
-        *,
-        index_dir: str | os.PathLike[str] | None = None,
-        max_concurrency: int = 64,
-        timeout: float | None = 30.0,
-        retries: RetryPolicy | None = None,
-        index_threads: int = 8,
-        coalesce_gap: int = 256 << 10,
-        max_request_bytes: int = 64 << 20,
-        cache: KnownFutureCache | None = None,
+        **options: Unpack[TarShardsOptions],
     ) -> None: ...
 
     @overload
@@ -130,15 +141,8 @@ class TarShards(Generic[SampleT]):
         shards: Sequence[str | os.PathLike[str]],
         store: Any = None,
         *,
-        index_dir: str | os.PathLike[str] | None = None,
         decode: Callable[[TarSample, int], SampleT],
-        max_concurrency: int = 64,
-        timeout: float | None = 30.0,
-        retries: RetryPolicy | None = None,
-        index_threads: int = 8,
-        coalesce_gap: int = 256 << 10,
-        max_request_bytes: int = 64 << 20,
-        cache: KnownFutureCache | None = None,
+        **options: Unpack[TarShardsOptions],
     ) -> None: ...
 
     def __init__(
@@ -249,52 +253,63 @@ class TarShards(Generic[SampleT]):
 
     def _index(self, shard: str) -> tuple[ShardIndex, dict[int, bytes] | None]:
         if self.reader is None:
-            try:
-                stat = os.stat(shard)
-            except FileNotFoundError:
-                raise ObjectNotFoundError(f"shard not found: {shard!r}") from None
-            size, tag = stat.st_size, f"mtime_ns={stat.st_mtime_ns}"
-            identity = os.path.abspath(shard)
-
-            def fetch(start: int, end: int) -> bytes:
-                return _pread_exact(shard, start, end)
-
-            window = LOCAL_WINDOW
-        else:
-            reader = self.reader
-            size, tag = reader.head_sync(shard)
-            identity = f"{reader.store!r}/{shard}"
-
-            def fetch(start: int, end: int) -> bytes:
-                return reader.read_sync(shard, start, end)
-
-            window = REMOTE_CHUNK
+            return self._index_local(shard), None
+        reader = self.reader
+        identity = f"{reader.store!r}/{shard}"
         saved = None
         if self.index_dir is not None:
+            size, tag = reader.head_sync(shard)
             saved = self.index_dir / index_json_name(shard, identity)
             loaded = load_index(saved, shard, size, tag)
             if loaded is not None:
                 return loaded, None
+
+        def fetch(start: int, end: int) -> bytes:
+            return reader.read_sync(shard, start, end)
+
+        cache = self._keep_for
         kept: dict[int, bytes] | None = None
-        if self.reader is None:
-            index = build_index(fetch, size, tag, shard, window)
+        if cache is not None:
+            # The cache will want these bytes: one GET of the whole shard, indexed as it
+            # streams by, its samples offered to the cache (about one request per shard).
+            size, tag, chunks = reader.stream_sync(shard, REMOTE_CHUNK)
+            keep = size <= cache.max_bytes + cache.readahead_bytes
+            stream = StreamReader(chunks, size, fetch, REMOTE_CHUNK, keep=keep)
+            try:
+                index = index_with(stream, size, tag, shard)
+                kept = stream.kept() if keep else None
+            finally:
+                stream.close()
         else:  # chunks fetched ahead, in parallel: about one latency per shard, not per MiB
-            cache = self._keep_for
-            if cache is not None and size <= cache.max_bytes:
-                kept = {}  # the cache may keep what indexing reads
+            if saved is None:
+                size, tag = reader.head_sync(shard)
             index = build_index(
-                fetch,
-                size,
-                tag,
-                shard,
-                window,
-                pool=self._chunk_pool,
-                ahead=REMOTE_AHEAD,
-                kept=kept,
+                fetch, size, tag, shard, REMOTE_CHUNK, pool=self._chunk_pool, ahead=REMOTE_AHEAD
             )
         if saved is not None:
             save_index(saved, index)
         return index, kept
+
+    def _index_local(self, shard: str) -> ShardIndex:
+        try:
+            stat = os.stat(shard)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"shard not found: {shard!r}") from None
+        size, tag = stat.st_size, f"mtime_ns={stat.st_mtime_ns}"
+        saved = None
+        if self.index_dir is not None:
+            saved = self.index_dir / index_json_name(shard, os.path.abspath(shard))
+            loaded = load_index(saved, shard, size, tag)
+            if loaded is not None:
+                return loaded
+
+        def fetch(start: int, end: int) -> bytes:
+            return _pread_exact(shard, start, end)
+
+        index = build_index(fetch, size, tag, shard, LOCAL_WINDOW)
+        if saved is not None:
+            save_index(saved, index)
+        return index
 
     def __len__(self) -> int:
         return self._starts[-1]
@@ -319,15 +334,17 @@ class TarShards(Generic[SampleT]):
             (name, index.tag) for name, index in zip(self.shards, self.indices, strict=True)
         )
 
-    def plan_reads(self, sampler: Any, seed: int, start_step: int = 0) -> None:
-        """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step)``.
+    def plan_reads(
+        self, sampler: Any, seed: int, start_step: int = 0, stop_step: int | None = None
+    ) -> None:
+        """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step, stop_step)``.
 
         The loader calls it, in a worker thread, when a stream starts from ``start_step``
-        (users need not); without a cache it does nothing. It blocks while the plan's first
-        window is computed.
+        (and stops before ``stop_step``, None: never); users need not. Without a cache it
+        does nothing. It blocks while the plan's first window is computed.
         """
         if self.cache is not None:
-            self.cache.plan(sampler, seed, start_step)
+            self.cache.plan(sampler, seed, start_step, stop_step)
 
     def span_of(self, index: int) -> ByteRange:
         """``(shard, start, end)``: the bytes holding sample ``index``'s members."""

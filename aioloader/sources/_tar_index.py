@@ -373,6 +373,82 @@ class ReadAheadReader:
         self._futures.clear()
 
 
+class StreamReader:
+    """``read(offset, n)`` for a forward scan over one streamed GET of a whole shard.
+
+    ``chunks`` yields the shard's bytes in order (one request); a scan that needs bytes
+    beyond what has arrived takes the next chunks. If the stream fails part-way, the rest
+    is read with ``fetch(start, end)`` (ranged reads with their own retries), so a dropped
+    connection costs a few requests, never the index. With ``keep`` every chunk is held
+    (``kept()``); otherwise chunks behind the scan are dropped.
+    """
+
+    def __init__(
+        self,
+        chunks: Iterator[bytes],
+        size: int,
+        fetch: Callable[[int, int], bytes],
+        chunk: int,
+        *,
+        keep: bool = False,
+    ) -> None:
+        self._chunks: Iterator[bytes] | None = chunks
+        self._size = size
+        self._fetch = fetch
+        self._chunk = chunk
+        self._keep = keep
+        self._held: list[tuple[int, bytes]] = []  # (start, bytes), contiguous, in order
+        self._kept: dict[int, bytes] = {}
+        self._arrived = 0
+
+    def _take(self) -> None:
+        data = b""
+        if self._chunks is not None:
+            try:
+                data = bytes(next(self._chunks))
+            except Exception:  # its end, or a dropped stream: the rest comes by ranged reads
+                self._chunks = None
+        if not data:
+            if self._arrived >= self._size:
+                raise EOFError
+            data = self._fetch(self._arrived, min(self._size, self._arrived + self._chunk))
+            if not data:
+                raise EOFError
+        data = data[: self._size - self._arrived]
+        self._held.append((self._arrived, data))
+        if self._keep:
+            self._kept[self._arrived] = data
+        self._arrived += len(data)
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)``; fewer only at the end of the shard."""
+        end = min(self._size, offset + length)
+        if end <= offset:
+            return b""
+        while self._arrived < end:
+            try:
+                self._take()
+            except EOFError:
+                break
+        while self._held and self._held[0][0] + len(self._held[0][1]) <= offset:
+            self._held.pop(0)  # behind the scan (still in ``kept`` with keep=True)
+        parts = []
+        for start, data in self._held:
+            if start >= end:
+                break
+            parts.append(data[max(0, offset - start) : end - start])
+        return b"".join(parts)
+
+    def kept(self) -> dict[int, bytes]:
+        """``{start: bytes}`` of every chunk read (``keep=True``), once the scan is done."""
+        return dict(self._kept)
+
+    def close(self) -> None:
+        """Stop reading the stream and forget what is held."""
+        self._chunks = None
+        self._held.clear()
+
+
 def build_index(
     fetch: Callable[[int, int], bytes],
     size: int,
@@ -393,15 +469,18 @@ def build_index(
     if pool is not None and ahead > 0:
         ahead_reader = ReadAheadReader(fetch, size, window, ahead, pool, keep=kept is not None)
         try:
-            samples = group_samples(iter_members(ahead_reader, size, shard), shard)
+            index = index_with(ahead_reader, size, tag, shard)
             if kept is not None:
                 kept.update(ahead_reader.kept())
         finally:
             ahead_reader.close()
-        return ShardIndex(shard, size, tag, samples)
-    reader = WindowReader(fetch, size, window)
-    samples = group_samples(iter_members(reader, size, shard), shard)
-    return ShardIndex(shard, size, tag, samples)
+        return index
+    return index_with(WindowReader(fetch, size, window), size, tag, shard)
+
+
+def index_with(read: Callable[[int, int], bytes], size: int, tag: str, shard: str) -> ShardIndex:
+    """The index of a shard of ``size`` bytes scanned through ``read(offset, n)``."""
+    return ShardIndex(shard, size, tag, group_samples(iter_members(read, size, shard), shard))
 
 
 def load_index(path: Path, shard: str, size: int, tag: str) -> ShardIndex | None:

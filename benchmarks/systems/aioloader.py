@@ -89,12 +89,11 @@ def tar_loader(
     work: Work,
     collate: Collate,
     cache: Any = None,
-    plan_from: int | None = None,
 ) -> tuple[Any, Any]:
     """``(TarShards, DataLoader)`` over the spec's WebDataset tars on S3.
 
     ``spec["sampler"] == "block"`` picks ``BlockShuffledSampler(window=spec["window"] or 4)``,
-    else ``ShuffledSampler``. With ``plan_from``, the cache is planned from that step here.
+    else ``ShuffledSampler``. A ``cache`` is planned by the loader itself when a stream starts.
     """
     import aioloader
     from tests._support.s3 import S3Info
@@ -117,8 +116,6 @@ def tar_loader(
         )
     else:
         sampler = aioloader.ShuffledSampler(len(shards), spec["batch"])
-    if cache is not None and plan_from is not None:
-        cache.plan(sampler, spec["seed"], plan_from)
     loader = aioloader.DataLoader(
         shards,
         sampler,

@@ -87,16 +87,15 @@ def _peer_loader(spec: dict[str, Any], cache: Path) -> Any:
     return make(spec, cache, w6_data.work, w6_data.collate_items)
 
 
-def _aioloader_parts(spec: dict[str, Any], start_step: int = 0) -> tuple[Any, Any]:
+def _aioloader_parts(spec: dict[str, Any]) -> tuple[Any, Any]:
     cache = None
     if spec.get("cache_fraction"):
-        cache = aioloader_system.known_future_cache()(
-            max_bytes=int(spec["dataset_bytes"] * spec["cache_fraction"]),
-            policy=spec.get("cache_policy", "belady"),
+        import aioloader
+
+        cache = aioloader.KnownFutureCache(
+            max_bytes=int(spec["dataset_bytes"] * spec["cache_fraction"])
         )
-    return aioloader_system.tar_loader(
-        spec, w6_data.work, w6_data.collate_items, cache, plan_from=start_step
-    )
+    return aioloader_system.tar_loader(spec, w6_data.work, w6_data.collate_items, cache)
 
 
 # -- one row, once ----------------------------------------------------------------------
@@ -126,17 +125,21 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         del loader
     else:
 
-        async def consume() -> None:
+        async def consume() -> Any:
             shards, loader = _aioloader_parts(spec)
+            taken = None
             async with loader.stream(0, steps) as stream:
                 async for batch in stream:
                     epoch.take(batch)
+                    if epoch.batches == resume_step:
+                        taken = loader.state_dict()
             cache = getattr(shards, "cache", None)
             if cache is not None:
                 stats = dataclasses.asdict(cache.statistics())
                 extra["cache"] = {k: v for k, v in stats.items() if _plain(v)}
+            return taken
 
-        aioloader_system.run_async(consume)
+        state = aioloader_system.run_async(consume)
     seconds = time.perf_counter() - started
     result["disk_bytes"] = w6_data.folder_bytes(scratch / "cache")
     if spec.get("index_dir"):
@@ -180,8 +183,8 @@ def _resume(spec: dict[str, Any], state: Any, resume_step: int) -> tuple[float, 
         raise RuntimeError(f"{system} gave no batch after resuming")
 
     async def first_batch() -> float:
-        _, loader = _aioloader_parts(spec, start_step=resume_step)
-        loader.load_state_dict({"seed": spec["seed"], "next_step": resume_step})
+        _, loader = _aioloader_parts(spec)
+        loader.load_state_dict(state)
         async for _ in loader:
             return time.perf_counter() - started
         raise RuntimeError("aioloader gave no batch after resuming")

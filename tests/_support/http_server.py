@@ -46,7 +46,9 @@ import sys
 import threading
 import urllib.parse
 from collections import Counter
-from types import TracebackType
+
+from tests._support.lifecycle import StartedWith
+from tests._support.wire import next_request_head
 
 __all__ = ("SCHEDULED_FAULTS", "HttpTestServer", "jpeg_bytes", "scheduled_fault")
 
@@ -97,7 +99,7 @@ def _image_number(name: str) -> int:
     return int(stem) if stem.isdigit() else int(hashlib.sha256(stem.encode()).hexdigest(), 16)
 
 
-class HttpTestServer:
+class HttpTestServer(StartedWith):
     """Serves the paths described in the module docstring on ``127.0.0.1``.
 
     Args:
@@ -276,9 +278,8 @@ class HttpTestServer:
         self._tasks.add(task)
         try:
             while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                head = await next_request_head(reader)
+                if head is None:
                     return
                 request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
                 parts = request_line.split(" ")
@@ -334,17 +335,6 @@ class HttpTestServer:
 
         loop.call_soon_threadsafe(shutdown)
         thread.join(10)
-
-    def __enter__(self) -> HttpTestServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

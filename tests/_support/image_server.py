@@ -34,6 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests._support.wire import next_request_head
+
 __all__ = ("FATES", "ImageServer", "fate", "generate_jpegs", "image_of", "url_list")
 
 FATES = ("ok", "slow", "missing", "unavailable", "reset", "stalled")
@@ -150,9 +152,8 @@ async def _connection(
 ) -> None:
     try:
         while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            head = await next_request_head(reader)
+            if head is None:
                 break
             lines = head.decode("latin-1").split("\r\n")
             parts = lines[0].split(" ")

@@ -42,8 +42,10 @@ import struct
 import sys
 import threading
 from dataclasses import dataclass
-from types import TracebackType
 from urllib.parse import urlsplit
+
+from tests._support.lifecycle import StartedWith
+from tests._support.wire import next_request_head
 
 __all__ = ("SCHEDULED_FAULTS", "LoopbackProxy", "ProxyRecord", "main", "scheduled_fault")
 
@@ -153,7 +155,7 @@ async def _relay_body(
             await writer.drain()
 
 
-class LoopbackProxy:
+class LoopbackProxy(StartedWith):
     """Forward HTTP from a free loopback port to ``upstream``, adding ``delay`` s per request.
 
     Args:
@@ -318,9 +320,8 @@ class LoopbackProxy:
         self._writers.add(writer)
         try:
             while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                head = await next_request_head(reader)
+                if head is None:
                     return
                 method, path, headers = _parse_head(head)
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
@@ -419,17 +420,6 @@ class LoopbackProxy:
             self._loop.call_soon_threadsafe(stop.set)
         thread.join(10.0)
         self.port = 0
-
-    def __enter__(self) -> LoopbackProxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

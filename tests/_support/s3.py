@@ -25,8 +25,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, cast
+
+from tests._support.lifecycle import StartedWith
 
 __all__ = ("S3Info", "SeaweedServer", "find_weed", "free_ports")
 
@@ -120,7 +121,7 @@ def _port_pair() -> tuple[int, int]:
     raise OSError("no free pair of ports (p, p + 10000) on 127.0.0.1")
 
 
-class SeaweedServer:
+class SeaweedServer(StartedWith):
     """Starts ``weed mini`` serving S3 on a free loopback port; stops it on exit.
 
     Args:
@@ -291,15 +292,3 @@ class SeaweedServer:
         if self._tempdir is not None:
             self._tempdir.cleanup()
             self._tempdir = None
-
-    def __enter__(self) -> SeaweedServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from aioloader.cli._config import load_factory
+from aioloader.cli._config import add_config_argument, load_factory
 from tests.cli.helpers import Fail
 
 
@@ -88,3 +89,11 @@ def test_a_long_wrong_return_value_is_cut_short(fail: Fail, tmp_path: Path) -> N
         "aioloader DataLoader but returned list [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, "
         "14, 15, 16..."
     )
+
+
+def test_config_argument_is_optional() -> None:
+    parser = argparse.ArgumentParser(prog="x")
+    add_config_argument(parser)
+    assert parser.parse_args([]).config is None
+    assert parser.parse_args(["run.json"]).config == "run.json"
+    assert parser.format_usage() == "usage: x [-h] [CONFIG]\n"

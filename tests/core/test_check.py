@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aioloader.core._check import positive, positive_up_to
+from aioloader.core._check import flag, positive, positive_up_to
 
 
 def test_positive_accepts_integers_from_one_up() -> None:
@@ -28,3 +28,11 @@ def test_positive_up_to_includes_its_limit() -> None:
         positive_up_to("prefetch", 9, 8)
     with pytest.raises(ValueError, match=r"^prefetch must be an integer in \[1, 8\] but got 0$"):
         positive_up_to("prefetch", 0, 8)
+
+
+def test_flag_accepts_only_bools() -> None:
+    assert [flag("drop_last", True), flag("drop_last", False)] == [True, False]
+    with pytest.raises(TypeError, match=r"^shuffle must be a bool but got int$"):
+        flag("shuffle", 1)
+    with pytest.raises(TypeError, match=r"^validate must be a bool but got NoneType$"):
+        flag("validate", None)

@@ -192,27 +192,26 @@ def test_background_example_ten_samples_on_four_ranks() -> None:
     assert [s.total_size for s in (padded[0], cut[0])] == [12, 8]
 
 
-def _torch_indices(n: int, rank: int, world_size: int, drop_last: bool) -> list[int]:
-    sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
+def _torch_sampler(
+    n: int, rank: int, world_size: int, drop_last: bool
+) -> torch.utils.data.DistributedSampler[int]:
+    return torch.utils.data.DistributedSampler(
         range(n),  # type: ignore[arg-type]
         num_replicas=world_size,
         rank=rank,
         shuffle=False,
         drop_last=drop_last,
     )
-    return list(sampler)
+
+
+def _torch_indices(n: int, rank: int, world_size: int, drop_last: bool) -> list[int]:
+    return list(_torch_sampler(n, rank, world_size, drop_last))
 
 
 def _torch_batches(
     n: int, batch_size: int, rank: int, world_size: int, drop_last: bool, drop_last_batch: bool
 ) -> list[list[int]]:
-    sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
-        range(n),  # type: ignore[arg-type]
-        num_replicas=world_size,
-        rank=rank,
-        shuffle=False,
-        drop_last=drop_last,
-    )
+    sampler = _torch_sampler(n, rank, world_size, drop_last)
     return list(torch.utils.data.BatchSampler(sampler, batch_size, drop_last_batch))
 
 

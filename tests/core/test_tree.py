@@ -155,18 +155,11 @@ class _Frozen(Mapping[str, Any]):
         return len(self._data)
 
 
-class _NoCopy(Mapping[str, Any]):
+class _NoCopy(_Frozen):
+    """Built from keywords only, so ``_NoCopy(a_dict)`` is a TypeError."""
+
     def __init__(self, **data: Any) -> None:
-        self._data = data
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
+        super().__init__(data)
 
 
 def test_immutable_mappings_are_rebuilt_or_become_dicts() -> None:

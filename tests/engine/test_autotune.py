@@ -143,10 +143,18 @@ async def test_tuned_knobs_carry_into_the_next_stream() -> None:
     tune = AutoTune(max_workers=2, max_prefetch=4, every=1, clock=clock)
     loader = make_loader(workers="auto", prefetch="auto", autotune=tune)
     await collect(loader, 0, 16)
-    knobs = loader.statistics().knobs
+    first = loader.statistics()
+    knobs = first.knobs
     assert knobs is not None
     assert await collect(loader, 16, 24)
-    assert loader.statistics().knobs == knobs
+    after = loader.statistics()
+    # the second stream starts from the tuned knobs: each later change starts where the
+    # previous one (of the first stream included) left its knob, and nothing ever shrinks
+    current = {"workers": knobs.workers, "prefetch": knobs.prefetch, "reads": knobs.reads}
+    for decision in after.decisions[len(first.decisions) :]:
+        assert decision.old == current[decision.knob] < decision.new
+        current[decision.knob] = decision.new
+    assert after.knobs == Knobs(**current)
     # which knob a ticking clock favours depends on how threads interleave; the bounds do not
     assert 1 <= knobs.workers <= 2
     assert 2 <= knobs.prefetch <= 4

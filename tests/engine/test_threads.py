@@ -70,7 +70,8 @@ class GatedCollator(TrackingCollator):
         self.started.append(plan.global_step)
         if plan.global_step == 1:
             self.entered.set()
-            self.gate.wait()
+            if not self.gate.wait(timeout=120):  # a failing test must not hang the suite
+                raise TimeoutError("the gate of step 1 was never opened")
         return super().__call__(samples, plan)
 
 
@@ -87,15 +88,19 @@ async def test_leaving_a_stream_early_waits_only_for_the_running_build() -> None
     stream = loader.stream(0, None)
     first = await stream.__anext__()
     assert first.global_step == 0
-    await anyio.to_thread.run_sync(collator.entered.wait)
-    async with anyio.create_task_group() as group:
-        group.start_soon(stream.aclose)
-        # every queued build has been given up: the cancellation reaches each builder over
-        # several scheduling rounds (close, cancel scope, each builder's wait), so wait until
-        # the loop has been quiet a few times over
-        for _ in range(8):
-            await anyio.wait_all_tasks_blocked()
-        collator.gate.set()
+    try:
+        with anyio.fail_after(60):
+            assert await anyio.to_thread.run_sync(collator.entered.wait, 60)
+            async with anyio.create_task_group() as group:
+                group.start_soon(stream.aclose)
+                # every queued build has been given up: the cancellation reaches each builder
+                # over several scheduling rounds (close, cancel scope, each builder's wait), so
+                # wait until the loop has been quiet a few times over
+                for _ in range(8):
+                    await anyio.wait_all_tasks_blocked()
+                collator.gate.set()
+    finally:
+        collator.gate.set()  # whatever happened, the build thread is never left waiting
     assert collator.started[0] == 0
     assert 1 in collator.started
     if sniffio.current_async_library() != "trio":

@@ -170,6 +170,14 @@ def test_a_missing_input_is_an_error_before_the_output_folder_exists(
     assert not out.exists()
 
 
+def _shards_of_20(urls: Path, out: Path) -> list[str]:
+    """The quiet command line that ingests ``urls`` (on loopback) into shards of 20 at ``out``."""
+    return [
+        *("ingest", str(urls), str(out), "--shard-samples", "20", "--quiet"),
+        *("--allow-address", "127.0.0.1"),
+    ]
+
+
 def test_resuming_with_a_changed_input_or_setting_is_refused_by_the_command(
     server: HttpTestServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -177,16 +185,7 @@ def test_resuming_with_a_changed_input_or_setting_is_refused_by_the_command(
     lines = [server.url(f"/img/{i}.jpg") + "\n" for i in range(60)]
     urls.write_text("".join(lines))
     out = tmp_path / "out"
-    base = [
-        "ingest",
-        str(urls),
-        str(out),
-        "--shard-samples",
-        "20",
-        "--quiet",
-        "--allow-address",
-        "127.0.0.1",
-    ]
+    base = _shards_of_20(urls, out)
     assert main([*base, "--stop", "40", "--content-type", "image/"]) == 0
     capsys.readouterr()
     assert main(base) == 2
@@ -210,16 +209,7 @@ def test_an_appended_input_needs_the_flag(
     urls = tmp_path / "urls.txt"
     urls.write_text("".join(server.url(f"/img/{i}.jpg") + "\n" for i in range(30)))
     out = tmp_path / "out"
-    base = [
-        "ingest",
-        str(urls),
-        str(out),
-        "--shard-samples",
-        "20",
-        "--quiet",
-        "--allow-address",
-        "127.0.0.1",
-    ]
+    base = _shards_of_20(urls, out)
     assert main(base) == 0
     urls.write_text(urls.read_text() + server.url("/img/30.jpg") + "\n")
     capsys.readouterr()

@@ -7,9 +7,8 @@ import socket
 import subprocess
 import sys
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,19 +24,9 @@ from aioloader.core._pool import BufferPool  # noqa: E402
 from aioloader.engine import DataLoader  # noqa: E402
 from aioloader.interop.jax import batch_sharding, to_global_array, to_jax  # noqa: E402
 from aioloader.testing import MemoryDataset, StackCollator  # noqa: E402
+from tests.interop.helpers import Inner, Pair  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Pair(NamedTuple):
-    left: Any
-    right: Any
-
-
-@dataclass
-class Inner:
-    values: Any
-    name: str
 
 
 def _aligned(values: list[int]) -> np.ndarray[Any, Any]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,23 +16,13 @@ from aioloader.core import SequentialSampler, ShuffledSampler, plan_batch
 from aioloader.engine import DataLoader
 from aioloader.interop.torch import TorchIterableDataset, to_device, to_torch
 from aioloader.testing import ArrayBatch, MemoryDataset, StackCollator
+from tests.interop.helpers import Inner, Pair
 
 SEED = 77
 
 
 def _ptr(array: npt.NDArray[Any]) -> int:
     return int(array.ctypes.data)
-
-
-class Pair(NamedTuple):
-    left: Any
-    right: Any
-
-
-@dataclass
-class Inner:
-    values: Any
-    name: str
 
 
 def _samples(n: int) -> list[npt.NDArray[np.float32]]:

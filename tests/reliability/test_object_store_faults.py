@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import io
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -60,21 +60,6 @@ def keys(s3_server: S3Info) -> tuple[str, ...]:
     return names
 
 
-@pytest.fixture(scope="module")
-def _proxy(s3_server: S3Info) -> Iterator[LoopbackProxy]:
-    # Module scope: its thread ends with the module, before any later test counts threads.
-    with LoopbackProxy(s3_server.endpoint) as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def proxy(_proxy: LoopbackProxy) -> Iterator[LoopbackProxy]:
-    """The fault proxy, with no fault queued, always-on or scheduled, and an empty log."""
-    _proxy.clear()
-    yield _proxy
-    _proxy.clear()
-
-
 def _through(proxy: LoopbackProxy, info: S3Info) -> Any:
     # obstore's own timeout (5 s) only ends requests abandoned by ours (trio's threads).
     return info.store(endpoint=proxy.endpoint, client_options={"timeout": "5s"})
@@ -119,21 +104,21 @@ def _expected_outcomes(info: S3Info, keys: Sequence[str]) -> tuple[dict[str, int
 
 @pytest.mark.parametrize("workers", [0, 2])
 async def test_faults_and_retries_deliver_the_fault_free_stream(
-    s3_server: S3Info, keys: tuple[str, ...], proxy: LoopbackProxy, workers: int
+    s3_server: S3Info, keys: tuple[str, ...], fault_proxy: LoopbackProxy, workers: int
 ) -> None:
     direct = ObjectStore(s3_server.store(), keys, decode=decode_npy, retries=FAST)
     expected = await _digests(_loader(direct, workers))
     assert len(expected) == STEPS
 
-    proxy.schedule(FAULT_RATE, seed=FAULT_SEED)
+    fault_proxy.schedule(FAULT_RATE, seed=FAULT_SEED)
     source = ObjectStore(
-        _through(proxy, s3_server), keys, decode=decode_npy, timeout=TIMEOUT, retries=FAST
+        _through(fault_proxy, s3_server), keys, decode=decode_npy, timeout=TIMEOUT, retries=FAST
     )
     got = await _digests(_loader(source, workers))
 
     assert got == expected
     assert digest_stream(got) == digest_stream(expected)
-    counts = proxy.fault_counts()
+    counts = fault_proxy.fault_counts()
     expected_counts, longest = _expected_outcomes(s3_server, keys)
     assert longest < FAST.max_attempts  # the seed never exhausts the retries
     assert counts == expected_counts  # reproducible: the same faults on every run
@@ -141,7 +126,7 @@ async def test_faults_and_retries_deliver_the_fault_free_stream(
     faults = sum(number for outcome, number in counts.items() if outcome != "forwarded")
     stats = source.statistics()
     assert (stats.requests, stats.retries, stats.failures, stats.in_flight) == (
-        len(proxy.records()),
+        len(fault_proxy.records()),
         faults,
         0,
         0,
@@ -150,14 +135,18 @@ async def test_faults_and_retries_deliver_the_fault_free_stream(
 
 
 async def test_a_truncated_body_is_retried_never_delivered(
-    s3_server: S3Info, keys: tuple[str, ...], proxy: LoopbackProxy
+    s3_server: S3Info, keys: tuple[str, ...], fault_proxy: LoopbackProxy
 ) -> None:
-    source = ObjectStore(_through(proxy, s3_server), keys, timeout=TIMEOUT, retries=FAST)
+    source = ObjectStore(_through(fault_proxy, s3_server), keys, timeout=TIMEOUT, retries=FAST)
     whole = _npy(_arrays()[3])
-    proxy.inject(keys[3], "truncate", "truncate")
+    fault_proxy.inject(keys[3], "truncate", "truncate")
     with anyio.fail_after(DEADLINE):
         assert await source.get_sample(3) == whole
-    assert [r.outcome for r in proxy.records(keys[3])] == ["truncate", "truncate", "forwarded"]
+    assert [r.outcome for r in fault_proxy.records(keys[3])] == [
+        "truncate",
+        "truncate",
+        "forwarded",
+    ]
     assert source.statistics().retries == 2
     assert source.statistics().bytes_read == len(whole)
 
@@ -174,7 +163,7 @@ async def test_a_truncated_body_is_retried_never_delivered(
 async def test_a_failed_read_ends_the_stream_at_its_step(
     s3_server: S3Info,
     keys: tuple[str, ...],
-    proxy: LoopbackProxy,
+    fault_proxy: LoopbackProxy,
     fault: str,
     attempts: int,
     message: str,
@@ -182,10 +171,10 @@ async def test_a_failed_read_ends_the_stream_at_its_step(
     bad_step, bad_slot = 5, 3
     bad_index = int(ShuffledSampler(COUNT, BATCH).indices(SEED, 0, bad_step)[bad_slot])
     bad_key = keys[bad_index]
-    proxy.inject_always(bad_key, fault)
+    fault_proxy.inject_always(bad_key, fault)
     policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
     source = ObjectStore(
-        _through(proxy, s3_server), keys, decode=decode_npy, timeout=TIMEOUT, retries=policy
+        _through(fault_proxy, s3_server), keys, decode=decode_npy, timeout=TIMEOUT, retries=policy
     )
     delivered: list[int] = []
     with anyio.fail_after(DEADLINE), pytest.raises(SourceError, match=message) as caught:
@@ -198,7 +187,7 @@ async def test_a_failed_read_ends_the_stream_at_its_step(
     assert f"aioloader: reading slot {bad_slot}, dataset index {bad_index}" in notes
     step_note = f"aioloader: while building global step {bad_step} (epoch 0, step {bad_step})"
     assert any(note.startswith(step_note) for note in notes)
-    assert [r.outcome for r in proxy.records(bad_key)] == [fault] * attempts
+    assert [r.outcome for r in fault_proxy.records(bad_key)] == [fault] * attempts
     assert source.statistics().failures == 1
     shown = "".join(traceback.format_exception(error))  # message, notes and any chained cause
     assert s3_server.secret_access_key not in shown
@@ -206,16 +195,16 @@ async def test_a_failed_read_ends_the_stream_at_its_step(
 
 
 async def test_skip_policy_replaces_unreadable_samples_and_counts_them(
-    s3_server: S3Info, keys: tuple[str, ...], proxy: LoopbackProxy
+    s3_server: S3Info, keys: tuple[str, ...], fault_proxy: LoopbackProxy
 ) -> None:
     broken, missing = 7, 11  # exhausts its retries / does not exist
     names = list(keys)
     names[missing] = PREFIX + "no-such-object.npy"
-    proxy.inject_always(keys[broken], "503")
+    fault_proxy.inject_always(keys[broken], "503")
     placeholder = np.zeros(SHAPE, dtype=np.uint8)
     policy = RetryPolicy(max_attempts=2, initial_backoff=0.001, max_backoff=0.01)
     source = ObjectStore(
-        _through(proxy, s3_server),
+        _through(fault_proxy, s3_server),
         names,
         decode=decode_npy,
         timeout=None,  # no timeouts: the only retry is the injected 503's, however slow the host
@@ -232,7 +221,7 @@ async def test_skip_policy_replaces_unreadable_samples_and_counts_them(
     assert (stats.skipped, stats.failures, stats.retries) == (2, 2, 1)
     assert sorted(stats.skipped_keys) == sorted([keys[broken], names[missing]])
 
-    strict = ObjectStore(_through(proxy, s3_server), names, decode=decode_npy, retries=policy)
+    strict = ObjectStore(_through(fault_proxy, s3_server), names, decode=decode_npy, retries=policy)
     assert strict.on_error == "raise"  # the default never skips
     with anyio.fail_after(DEADLINE), pytest.raises(ObjectNotFoundError, match="no-such-object"):
         await strict.get_sample(missing)

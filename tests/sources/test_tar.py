@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import io
+import itertools
 import json
 import os
 import re
@@ -21,8 +23,15 @@ from hypothesis import strategies as st
 
 from aioloader import MalformedShardError, ObjectNotFoundError
 from aioloader._protocols import BatchedDataset
-from aioloader.sources._tar import TarShards
-from aioloader.sources._tar_index import _number, build_index, split_name
+from aioloader.sources._tar import TarShards, TarShardsOptions
+from aioloader.sources._tar_index import (
+    StreamReader,
+    _number,
+    build_index,
+    index_with,
+    split_name,
+)
+from aioloader.sources.cache import KnownFutureCache
 from tests._support.s3 import S3Info
 
 Members = list[tuple[str, bytes]]
@@ -367,6 +376,68 @@ def test_read_ahead_indexing_equals_the_window_scan(
     assert all(end - start <= chunk for start, end in fetched)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=8),
+    cuts=st.lists(st.integers(1, 9000), min_size=0, max_size=6),
+    fail_after=st.one_of(st.none(), st.integers(0, 6)),
+    keep=st.booleans(),
+)
+def test_a_streamed_shard_indexes_as_the_window_scan_even_if_the_stream_drops(
+    sizes: list[int], cuts: list[int], fail_after: int | None, keep: bool
+) -> None:
+    raw = tar_bytes([(f"s{i}.bin", bytes([i % 256]) * n) for i, n in enumerate(sizes)])
+    bounds = sorted({min(c, len(raw)) for c in cuts} | {0, len(raw)})
+    pieces = [raw[a:b] for a, b in itertools.pairwise(bounds)]
+    fetched: list[tuple[int, int]] = []
+
+    def chunks() -> Any:
+        for number, piece in enumerate(pieces):
+            if number == fail_after:
+                raise ConnectionResetError("the stream dropped")
+            yield piece
+
+    def fetch(start: int, end: int) -> bytes:
+        fetched.append((start, end))
+        return raw[start:end]
+
+    stream = StreamReader(chunks(), len(raw), fetch, 1000, keep=keep)
+    index = index_with(stream, len(raw), "t", "x.tar")
+    assert index == build_index(lambda a, b: raw[a:b], len(raw), "t", "x.tar", 64 * 1024)
+    if fail_after is None or fail_after >= len(pieces):
+        assert fetched == []  # one request: the stream alone
+    assert all(end - start <= 1000 for start, end in fetched)
+    kept = stream.kept()
+    if keep:  # every byte read, once, in order, through the last sample's data
+        read = b"".join(kept[start] for start in sorted(kept))
+        assert read == raw[: len(read)]
+        assert all(entry.span[1] <= len(read) for entry in index.samples)
+    else:
+        assert kept == {}
+
+
+@pytest.mark.anyio
+async def test_indexing_over_s3_with_a_cache_is_one_get_per_shard_and_fills_it(
+    s3_server: S3Info, s3_prefix: str
+) -> None:
+    data = dataset(3, 7)
+    store = s3_server.store()
+    keys = []
+    for s, samples in enumerate(data):
+        keys.append(f"{s3_prefix}stream-{s}.tar")
+        obstore.put(store, keys[-1], tar_bytes(members_of(samples)))
+    cache = KnownFutureCache(1 << 20)
+    source = TarShards(keys, store, cache=cache)  # no saved index: built as each shard streams
+    indexing = source.statistics()
+    assert indexing is not None
+    assert indexing.requests == 3  # one GET per shard: no HEAD, no chunked ranges
+    assert cache.statistics().entries == 21  # every sample offered while indexing
+    assert await source.get_samples(list(range(21))) == expected(data)
+    after = source.statistics()
+    assert after is not None
+    assert after.requests == 3  # the epoch is served from what indexing read
+
+
 def test_read_ahead_skips_the_chunks_inside_large_members() -> None:
     raw = tar_bytes([("a.bin", b"x" * 100_000), ("b.bin", b"y" * 100_000)], tarfile.USTAR_FORMAT)
     fetched: list[tuple[int, int]] = []
@@ -504,3 +575,12 @@ def test_gnu_sparse_and_continuation_members_are_refused(
     pattern = rf"gnu\.tar': member 'k\.bin' at byte 0 .*{what}"
     with pytest.raises(MalformedShardError, match=pattern):
         TarShards([path])
+
+
+def test_the_typed_options_are_the_keywords_of_the_constructor() -> None:
+    keywords = [
+        name
+        for name, parameter in inspect.signature(TarShards.__init__).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "decode"
+    ]
+    assert list(TarShardsOptions.__annotations__) == keywords

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import obstore
@@ -110,3 +111,31 @@ async def test_resume_mid_epoch_and_elastic_ranks_give_the_same_batches(
             parts.append(await _batches(loader, middle, 2 * steps))
         joined = [[s for part in parts for s in part[g]] for g in range(2 * steps - middle)]
         assert joined == whole[middle:]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_block_shuffle_with_a_cache_is_one_get_per_shard_and_nothing_past_the_stop(
+    s3_server: S3Info, s3_prefix: str, workers: int, tmp_path: Path
+) -> None:
+    keys, total = _keys(s3_server, s3_prefix)
+    probe = TarShards(keys, s3_server.store(), index_dir=tmp_path)  # saved: no reads later
+    sampler = BlockShuffledSampler([len(index.samples) for index in probe.indices], BATCH, window=3)
+    steps = sampler.steps_per_epoch
+    cache = KnownFutureCache(total // 4)  # a quarter of the data: read-ahead does the work
+    source = TarShards(keys, s3_server.store(), index_dir=tmp_path, cache=cache)
+    before = source.statistics()
+    assert before is not None
+    # prefetch 8: the reads of 8 steps start at once and must not split a shard between them
+    loader = DataLoader(source, sampler, _collate, seed=SEED, workers=workers, prefetch=8)
+    batches = await _batches(loader, 0, steps)
+    after = source.statistics()
+    assert after is not None
+    assert after.requests - before.requests == SHARDS  # one GET of each whole shard
+    stats = cache.statistics()
+    assert stats.bytes_waiting == 0  # nothing read for the epoch after the stop
+    sample_bytes = sum(
+        end - start for index in source.indices for start, end in (s.span for s in index.samples)
+    )
+    assert stats.bytes_used == sample_bytes  # every sample's bytes, once
+    assert stats.bytes_fetched - stats.bytes_used == stats.bytes_unused  # headers only
+    assert len(batches) == steps

@@ -32,7 +32,7 @@ import anyio
 
 from ...core._check import as_int
 from ...core._samplers import check_sampler
-from .._concurrency import gather_ordered
+from .._concurrency import PerLoop, gather_ordered
 from ._disk import DiskTier, shard_folder
 from ._planner import NEVER, HorizonPlanner
 from ._policy import Policy, ReadBudget
@@ -159,6 +159,9 @@ class KnownFutureCache:
         self._disk_jobs = 0
         self._disk_done = 0
         self._disk_turn = threading.Condition()
+        # reads take turns to classify their samples and choose what to read ahead, so that
+        # reads of several steps started at once never split a shard's run between them
+        self._choosing = PerLoop(anyio.Lock)
 
     # -- the plan ---------------------------------------------------------------------
 
@@ -185,12 +188,15 @@ class KnownFutureCache:
 
             self.disk.open(folders, locate)
 
-    def plan(self, sampler: Any, seed: int, start_step: int = 0) -> None:
+    def plan(
+        self, sampler: Any, seed: int, start_step: int = 0, stop_step: int | None = None
+    ) -> None:
         """Read batches in the order of ``sampler`` from ``start_step`` on (blocking).
 
         The loader calls it (in a worker thread) when a stream starts; entries already held
         are kept. It computes the plan's first window; later windows are computed in worker
-        threads while batches are read.
+        threads while batches are read. With ``stop_step`` (the stream's end) nothing past
+        it is planned or read ahead.
         """
         check_sampler(sampler)
         planner = HorizonPlanner(
@@ -200,6 +206,7 @@ class KnownFutureCache:
             window_steps=self.window_steps,
             windows=self.horizon_windows,
             slack=max(256, 4 * self.lookahead_steps),
+            stop_step=stop_step,
         )
         first = planner.wanted_window()
         assert first is not None
@@ -289,53 +296,36 @@ class KnownFutureCache:
         if source is None:
             raise RuntimeError("KnownFutureCache is not bound to a source (pass it as cache=)")
         planner = self._planner
-        step = None if planner is None else planner.match(indices)
-        if planner is not None and step is not None:
-            planner.consume(step)
+        step = None
         found: dict[int, bytes] = {}
         waits: dict[int, _Pending] = {}
         on_disk: dict[int, Path] = {}
         need: list[int] = []
         claimed: dict[int, _Pending] = {}
-        tally = self._tally
-        turn = _Turn()
-        for unit in dict.fromkeys(int(i) for i in indices):
-            if await turn.pause_if_due() and unit in self._pending:
-                tally.hits += 1  # on its way since the pause
-                waits[unit] = self._pending[unit]
-                waits[unit].waiters += 1
-                continue
-            data = self._from_memory(unit)
-            if data is not None:
-                tally.hits += 1
-                tally.memory_hits += 1
-                found[unit] = data
-            elif self.disk is not None and unit in self.disk:
-                tally.hits += 1
-                tally.disk_hits += 1
-                on_disk[unit] = self.disk.paths[unit]
-                self._rank(unit)
-            elif unit in self._pending:
-                tally.hits += 1
-                waits[unit] = self._pending[unit]
-                waits[unit].waiters += 1
-            else:
-                tally.misses += 1
-                need.append(unit)
-                self._claim(source, unit, claimed, found)  # on its way before any await
         writes: tuple[list[Path], _Writes] = ([], [])
-        for unit in list(found):
-            if unit in self._ahead:
-                self._use_ahead(unit, *writes)
-                await turn.pause_if_due()
         ahead: dict[int, _Pending] = {}
         damaged: list[int] = []
         try:
-            if planner is not None and step is not None:
-                tally.planned += 1
-                if planner.planned_until - step <= self.lookahead_steps + self.window_steps:
-                    await self._extend(planner)  # a fresh plan: know the shards' runs first
-                await self._ahead_of(source, planner, step, set(need), ahead)
+            async with self._choosing.get():
+                # the step is taken in turn too: until then the reads before it choose for it
+                step = None if planner is None else planner.match(indices)
+                if planner is not None and step is not None:
+                    planner.consume(step)
+                await self._classify(source, indices, found, waits, on_disk, need, claimed)
+                turn = _Turn()
+                for unit in list(found):
+                    if unit in self._ahead:
+                        self._use_ahead(unit, *writes)
+                        await turn.pause_if_due()
+                if planner is not None and step is not None:
+                    self._tally.planned_batches += 1
+                    await self._ahead_of(source, planner, step, set(need), ahead)
+            if (
+                planner is not None
+                and step is not None
+                and planner.planned_until - step <= self.lookahead_steps + self.window_steps
+            ):
+                await self._extend(planner)
             async with anyio.create_task_group() as group:
                 if planner is not None and planner.wanted_window() is not None:
                     group.start_soon(self._extend, planner)
@@ -366,6 +356,44 @@ class KnownFutureCache:
                     await self._run_disk_job(*writes)
         return [found[int(i)] for i in indices]
 
+    async def _classify(
+        self,
+        source: RangeSource,
+        indices: Sequence[int],
+        found: dict[int, bytes],
+        waits: dict[int, _Pending],
+        on_disk: dict[int, Path],
+        need: list[int],
+        claimed: dict[int, _Pending],
+    ) -> None:
+        """Sort a batch's samples: held in memory, on disk, on their way, or to read."""
+        tally = self._tally
+        turn = _Turn()
+        for unit in dict.fromkeys(int(i) for i in indices):
+            if await turn.pause_if_due() and unit in self._pending:
+                tally.hits += 1  # on its way since the pause
+                waits[unit] = self._pending[unit]
+                waits[unit].waiters += 1
+                continue
+            data = self._from_memory(unit)
+            if data is not None:
+                tally.hits += 1
+                tally.memory_hits += 1
+                found[unit] = data
+            elif self.disk is not None and unit in self.disk:
+                tally.hits += 1
+                tally.disk_hits += 1
+                on_disk[unit] = self.disk.paths[unit]
+                self._rank(unit)
+            elif unit in self._pending:
+                tally.hits += 1
+                waits[unit] = self._pending[unit]
+                waits[unit].waiters += 1
+            else:
+                tally.misses += 1
+                need.append(unit)
+                self._claim(source, unit, claimed, found)  # on its way before any await
+
     def _from_memory(self, unit: int) -> bytes | None:
         data = self.memory.data.get(unit)
         if data is not None:
@@ -385,8 +413,8 @@ class KnownFutureCache:
         data, arrived = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
         tally = self._tally
-        tally.waiting -= len(data)
-        tally.used += len(data)
+        tally.bytes_waiting -= len(data)
+        tally.bytes_used += len(data)
         tally.prefetch_hits += 1
         tally.lead_total += time.monotonic() - arrived
         self._admit(unit, data, deletes, writes)
@@ -394,8 +422,8 @@ class KnownFutureCache:
     def _drop_ahead(self, unit: int) -> None:
         data, _ = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
-        self._tally.waiting -= len(data)
-        self._tally.unused += len(data)
+        self._tally.bytes_waiting -= len(data)
+        self._tally.bytes_unused += len(data)
 
     async def _read_disk(
         self, on_disk: dict[int, Path], found: dict[int, bytes], damaged: list[int]
@@ -458,6 +486,8 @@ class KnownFutureCache:
             await turn.pause_if_due()
         last = min(step + 1 + self.lookahead_steps, planner.planned_until)
         for later in range(step + 1, last):
+            if planner.is_read(later):
+                continue  # its read is under way: what it holds it does not need again
             for unit in planner.step_indices(later).tolist():
                 await turn.pause_if_due()
                 if not free(unit):
@@ -554,7 +584,7 @@ class KnownFutureCache:
             data = await source.read_range(key, start, end)
             tally = self._tally
             tally.requests += 1
-            tally.fetched += len(data)
+            tally.bytes_fetched += len(data)
             carried = 0
             turn = _Turn()
             for unit in members:
@@ -566,7 +596,7 @@ class KnownFutureCache:
                 owned[unit].data = piece
                 if unit in demanded:
                     found[unit] = piece
-            tally.unused += len(data) - carried  # headers between the samples
+            tally.bytes_unused += len(data) - carried  # headers between the samples
 
         deletes: list[Path] = []
         writes: _Writes = []
@@ -616,15 +646,15 @@ class KnownFutureCache:
             data = arrived[unit]
             size = len(data)
             if unit in demanded or owned[unit].waiters > 0:
-                tally.used += size
+                tally.bytes_used += size
                 self._admit(unit, data, deletes, writes)
             elif self._ahead_bytes + size <= self.readahead_bytes and not self._holds(unit):
                 self._ahead[unit] = (data, now)
                 self._ahead_bytes += size
-                tally.waiting += size
+                tally.bytes_waiting += size
                 tally.prefetched += 1
             else:
-                tally.unused += size
+                tally.bytes_unused += size
 
     def _admit(self, unit: int, data: bytes, deletes: list[Path], writes: _Writes) -> None:
         """Keep a used sample if it is needed again before what it would evict.
@@ -708,15 +738,7 @@ class KnownFutureCache:
         lead = tally.lead_total / tally.prefetch_hits if tally.prefetch_hits else 0.0
         disk_evicted = 0 if disk is None else disk.evicted_bytes
         return CacheStatistics(
-            hits=tally.hits,
-            misses=tally.misses,
-            memory_hits=tally.memory_hits,
-            disk_hits=tally.disk_hits,
-            requests=tally.requests,
-            bytes_fetched=tally.fetched,
-            bytes_used=tally.used,
-            bytes_unused=tally.unused,
-            bytes_waiting=tally.waiting,
+            **tally.counts(),
             bytes_evicted=memory.evicted_bytes + disk_evicted,
             memory_bytes_evicted=memory.evicted_bytes,
             disk_bytes_evicted=disk_evicted,
@@ -729,10 +751,7 @@ class KnownFutureCache:
             disk_peak_bytes=0 if disk is None else disk.peak,
             disk_max_bytes=0 if disk is None else disk.max_bytes,
             entries=len(memory) if disk is None else len(memory.sizes.keys() | disk.sizes.keys()),
-            prefetched=tally.prefetched,
-            prefetch_hits=tally.prefetch_hits,
             mean_prefetch_lead_seconds=lead,
-            planned_batches=tally.planned,
             planner_bytes=0 if self._planner is None else self._planner.nbytes,
         )
 

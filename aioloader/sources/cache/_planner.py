@@ -114,6 +114,8 @@ class HorizonPlanner:
         window_steps: Steps per window (the unit of planning work).
         windows: Windows kept known ahead of the first step not yet read.
         slack: A step this far behind the latest one read is taken as never coming.
+        stop_step: The step the stream stops before (None: it runs on); nothing past it
+            is planned, so nothing past it is read ahead.
     """
 
     def __init__(
@@ -125,11 +127,13 @@ class HorizonPlanner:
         window_steps: int,
         windows: int,
         slack: int,
+        stop_step: int | None = None,
     ) -> None:
         self._sampler = check_sampler(sampler)
         self._seed = u64("seed", seed)
         self._steps_per_epoch = int(sampler.steps_per_epoch)
         self.start = self.cursor = u64("start_step", start_step)
+        self.stop = None if stop_step is None else max(self.start, u64("stop_step", stop_step))
         self.window_steps = window_steps
         self.windows = windows
         self._slack = slack
@@ -149,12 +153,17 @@ class HorizonPlanner:
         """The first step of the next window to compute, or None while the horizon is full."""
         if self.planned_until - self.cursor >= self.windows * self.window_steps:
             return None
+        if self.stop is not None and self.planned_until >= self.stop:
+            return None  # the stream ends there
         return self.planned_until
 
     def compute_window(self, first: int) -> Window:
-        """Steps ``[first, first + window_steps)`` (pure: safe in a worker thread)."""
+        """Steps ``[first, first + window_steps)``, cut at the stop (pure: safe in a thread)."""
+        last = first + self.window_steps
+        if self.stop is not None:
+            last = max(first + 1, min(last, self.stop))
         parts = []
-        for step in range(first, first + self.window_steps):
+        for step in range(first, last):
             epoch, in_epoch = divmod(step, self._steps_per_epoch)
             parts.append(np.asarray(self._sampler.indices(self._seed, epoch, in_epoch), np.int64))
         offsets = np.zeros(len(parts) + 1, np.int64)
@@ -228,6 +237,10 @@ class HorizonPlanner:
             if np.array_equal(self.step_indices(step), wanted):
                 return step
         return None
+
+    def is_read(self, step: int) -> bool:
+        """Whether step ``step`` is being read or was read (its uses are spent)."""
+        return step < self.cursor or step in self._consumed
 
     def consume(self, step: int) -> None:
         """Step ``step`` is being read: its uses are spent and the horizon moves on."""

@@ -80,10 +80,22 @@ class CacheStatistics:
 
 
 class Tally:
-    """The live counters behind ``CacheStatistics`` (the tiers count their own bytes)."""
+    """The live counters behind ``CacheStatistics``, named as it names them (the tiers count
+    their own bytes; ``lead_total`` sums the prefetch leads that the mean is taken of)."""
+
+    COUNTED = (
+        *("hits", "misses", "memory_hits", "disk_hits", "requests", "bytes_fetched"),
+        *("bytes_used", "bytes_unused", "bytes_waiting", "prefetched", "prefetch_hits"),
+        "planned_batches",
+    )
+    """The counters that ``CacheStatistics`` reports as they are."""
 
     def __init__(self) -> None:
-        self.hits = self.misses = self.memory_hits = self.disk_hits = 0
-        self.requests = self.fetched = self.used = self.unused = self.waiting = 0
-        self.prefetched = self.prefetch_hits = self.planned = 0
+        self.hits = self.misses = self.memory_hits = self.disk_hits = self.requests = 0
+        self.bytes_fetched = self.bytes_used = self.bytes_unused = self.bytes_waiting = 0
+        self.prefetched = self.prefetch_hits = self.planned_batches = 0
         self.lead_total = 0.0
+
+    def counts(self) -> dict[str, int]:
+        """The ``COUNTED`` counters by name, now."""
+        return {name: getattr(self, name) for name in self.COUNTED}
