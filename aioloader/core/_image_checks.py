@@ -72,6 +72,18 @@ class _Checked:
 _NO_IDS = np.empty(0, np.int64)
 
 
+def _fields(samples: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """The samples' images, targets and labels (three C-level ``map`` calls), or ``None``."""
+    try:
+        return (
+            list(map(_IMAGE, samples)),
+            list(map(_TARGET, samples)),
+            list(map(_LABEL, samples)),
+        )
+    except AttributeError:
+        return None
+
+
 def _gather_checked(
     samples: Sequence[Any], indices: npt.NDArray[Any], kernels: ModuleType
 ) -> tuple[_Checked, int, int] | None:
@@ -85,12 +97,10 @@ def _gather_checked(
         return None
     if not indices.flags.c_contiguous:
         return None
-    try:
-        images = list(map(_IMAGE, samples))
-        targets = list(map(_TARGET, samples))
-        labels = list(map(_LABEL, samples))
-    except AttributeError:
+    fields = _fields(samples)
+    if fields is None:
         return None
+    images, targets, labels = fields
     if not set(map(type, labels)) <= _LABEL_TYPES:
         return None
     try:
@@ -153,12 +163,10 @@ def _gather_fast(samples: Sequence[Any], kernels: ModuleType) -> _Gathered | Non
     ``None`` sends the batch to ``_gather``, which accepts the same inputs and raises the
     same errors as always; here nothing raises.
     """
-    try:
-        images = list(map(_IMAGE, samples))
-        targets = list(map(_TARGET, samples))
-        labels = list(map(_LABEL, samples))
-    except AttributeError:
+    fields = _fields(samples)
+    if fields is None:
         return None
+    images, targets, labels = fields
     ndarray = np.ndarray
     if (
         set(map(type, images)) != {ndarray}

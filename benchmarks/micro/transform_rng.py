@@ -17,35 +17,21 @@ images, batch 128), in CPU time of this thread (``time.thread_time``):
 from __future__ import annotations
 
 import argparse
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from aioloader.core import SampleRng, ShuffledSampler, plan_batch
 from aioloader.core._rng import sample_rngs
 from aioloader.datasets import line_images
 from aioloader.engine._build import SamplesOnlyCollator, build_batch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the workloads
+from workloads.w1u_user_code import collate, transform, transform_with_rng
+
 IMAGES, BATCH, STEPS = 2048, 128, 32
-
-
-def transform(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    return x * np.float32(1.5) + np.float32(0.25)
-
-
-def transform_with_rng(x: np.ndarray[Any, Any], rng: Any) -> np.ndarray[Any, Any]:
-    return transform(x)
-
-
-def collate(samples: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
-    width = max(sample.shape[-1] for sample in samples)
-    width += -width % 4
-    out = np.zeros((len(samples), *samples[0].shape[:2], width), dtype=np.float32)
-    for row, sample in enumerate(samples):
-        out[row, :, :, : sample.shape[-1]] = sample
-    return out
 
 
 def main() -> None:
