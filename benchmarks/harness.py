@@ -11,53 +11,38 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from aioloader._progress import Progress
 
-PACKAGES = (
-    "aioloader",
-    "numpy",
-    "numba",
-    "pillow",
-    "anyio",
-    "uvloop",
-    "trio",
-    "torch",
-    "torchdata",
-    "spdl",
-    "grain",
-    "matplotlib",
-    "img2dataset",
-    "webdataset",
-    "aiohttp",
-    "pillow",
-)
-
 
 class Port:
-    """One loader set up for a workload: ``batches(stop)`` yields steps ``[0, stop)``."""
+    """One loader set up for a workload: ``batches(stop)`` yields steps ``[0, stop)``.
+
+    ``exact``: whether its batches must equal the reference bit for bit (not only in shape).
+    """
 
     name = ""
     group = ""
     note = ""
+    exact = True
 
     def batches(self, stop: int) -> contextlib.AbstractContextManager[Iterator[Any]]:
         raise NotImplementedError
 
     def release(self, batch: Any) -> None:
-        """Give a consumed batch back (pooled batches); nothing by default."""
+        """Give a consumed batch back (pooled batches have ``release``)."""
+        release = getattr(batch, "release", None)
+        if release is not None:
+            release()
 
     def measure(self, warm: int, count: int) -> float:
         """Batches per second over ``count`` batches, after ``warm`` untimed ones."""
@@ -73,6 +58,114 @@ class Port:
         if seen != warm + count:
             raise RuntimeError(f"{self.name} gave {seen} batches, not {warm + count}")
         return count / (ended - started)
+
+
+class Steps(Port):
+    """A port whose batch of step ``g`` is ``self.step(g)``, built on the consumer's thread."""
+
+    def step(self, g: int) -> Any:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
+        yield (self.step(g) for g in range(stop))
+
+
+class StepBuilder:
+    """``g -> batch``: plan step ``g``, gather its samples, ``work`` each, ``collate(samples,
+    plan)``; with ``fields``, the batch's arrays as a dict. For SPDL and Grain.
+
+    ``parts()`` makes ``(sampler, collate)``. Picklable for spawned workers: they call
+    ``parts()`` again, and ``rebuild()`` (when given) to remake the data instead of
+    receiving it.
+    """
+
+    def __init__(
+        self,
+        seed: int,
+        parts: Callable[[], tuple[Any, Callable[[list[Any], Any], Any]]],
+        data: list[Any] | None = None,
+        rebuild: Callable[[], list[Any]] | None = None,
+        work: Callable[[Any], Any] | None = None,
+        fields: Sequence[str] = (),
+    ) -> None:
+        self.seed, self.parts, self.data, self.rebuild = seed, parts, data, rebuild
+        self.work, self.fields = work, tuple(fields)
+        self.sampler, self.collate = parts()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in vars(self).items() if k not in ("sampler", "collate")}
+        if self.rebuild is not None:
+            state["data"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self.sampler, self.collate = self.parts()
+
+    def __call__(self, g: int) -> Any:
+        from aioloader.core import plan_batch
+
+        if self.data is None:
+            assert self.rebuild is not None
+            self.data = self.rebuild()
+        plan = plan_batch(self.sampler, self.seed, g)
+        chosen = [self.data[i] for i in plan.indices.tolist()]
+        if self.work is not None:
+            chosen = [self.work(sample) for sample in chosen]
+        batch = self.collate(chosen, plan)
+        # The arrays leave with the element; the pool simply forgets them (no release).
+        return {name: getattr(batch, name) for name in self.fields} if self.fields else batch
+
+
+def fields(names: Sequence[str]) -> Callable[[Any], dict[str, Any]]:
+    """``batch -> {name: array}``: a dict batch's entries (those it has) or a batch's
+    attributes, for ``verify``."""
+
+    def arrays(batch: Any) -> dict[str, Any]:
+        if isinstance(batch, dict):
+            return {name: batch[name] for name in names if name in batch}
+        return {name: getattr(batch, name) for name in names}
+
+    return arrays
+
+
+def verify(
+    workload: str,
+    ports: Sequence[Port],
+    steps: int,
+    arrays: Callable[[Any], dict[str, Any]],
+    log: Callable[[str], None],
+    expected: list[dict[str, Any]] | None = None,
+) -> None:
+    """Every port gives ``expected`` (default: the first port's batches) as ``arrays(batch)``:
+    the same shapes, and where ``port.exact`` the same dtypes and bytes. Raises otherwise."""
+    import numpy as np
+
+    for port in ports:
+        got = []
+        with port.batches(steps) as batches:
+            for batch in batches:
+                got.append({k: np.array(v, copy=True) for k, v in arrays(batch).items()})
+                port.release(batch)
+        if expected is None:
+            expected = got
+            continue
+        if len(got) != len(expected):
+            raise AssertionError(f"{port.name}: {len(got)} batches, expected {len(expected)}")
+        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+            if port.exact and mine.keys() != theirs.keys():
+                raise AssertionError(f"{port.name}: step {step} has {sorted(mine)}")
+            for name, a in mine.items():
+                b = np.asarray(theirs[name])
+                if a.shape != b.shape:
+                    raise AssertionError(
+                        f"{port.name}: step {step} {name} shape {a.shape} != {b.shape}"
+                    )
+                if port.exact and (a.dtype != b.dtype or a.tobytes() != b.tobytes()):
+                    raise AssertionError(f"{workload} {port.name}: step {step} {name} differs")
+        kind = "bit-identical" if port.exact else "same shapes"
+        log(f"  {workload} {port.name}: {len(got)} batches {kind}")
 
 
 @dataclasses.dataclass
@@ -126,13 +219,15 @@ def port_case(
     count: int,
     baseline: bool = False,
     facts: dict[str, Any] | None = None,
+    scale: int = 1,
 ) -> Case:
-    """The case of ``port``: ``port.measure(warm, count)`` each round, named as the port."""
+    """The case of ``port``: ``scale x port.measure(warm, count)`` each round (``scale``:
+    samples per batch for a per-sample metric), named as the port."""
     return Case(
         workload=workload,
         system=port.name,
         metric=metric,
-        measure=lambda: port.measure(warm, count),
+        measure=lambda: scale * port.measure(warm, count),
         baseline=baseline,
         group=port.group,
         note=port.note,
@@ -189,191 +284,6 @@ def reference_of(cases: Sequence[Case], case: Case) -> Case | None:
             None,
         )
     return baseline_of(cases, case.workload)
-
-
-# -- machine facts ----------------------------------------------------------------------
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def machine_facts() -> dict[str, Any]:
-    """Cores, CPU, memory, Python, package versions and the load average now."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        usable = os.cpu_count() or 0
-    memory = None
-    try:
-        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        memory = round(pages * page_size / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
-    return {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "usable_cores": usable,
-        "memory_gib": memory,
-        "platform": platform.platform(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "packages": {name: _version(name) for name in PACKAGES},
-        "load_average_start": _load(),
-    }
-
-
-def _load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-# -- reports ----------------------------------------------------------------------------
-def _fmt(value: float | None, metric: str) -> str:
-    if value is None:
-        return "n/a"
-    if metric.startswith("ms") or metric.endswith("(ms)"):
-        return f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 1:
-        return f"{value:,.2f}"
-    return f"{value:.3g}"
-
-
-def _ratio_text(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.2f}x" if value < 10_000 else f"{value:.2g}x"
-
-
-def to_json(
-    cases: Sequence[Case],
-    facts: dict[str, Any],
-    settings: dict[str, Any],
-    targets: list[dict[str, Any]],
-    notes: dict[str, list[str]],
-) -> dict[str, Any]:
-    """Everything of a run, as plain data."""
-    rows = []
-    for case in cases:
-        base = reference_of(cases, case)
-        rows.append(
-            {
-                "workload": case.workload,
-                "system": case.system,
-                "group": case.group,
-                "metric": case.metric,
-                "higher_is_better": case.higher_is_better,
-                "baseline": case.baseline,
-                "ratio_to_baseline": ratio(case, base),
-                "compared_to": base.system if base is not None else None,
-                "note": case.note,
-                "facts": case.facts,
-                "error": case.error,
-                **case.summary(),
-            }
-        )
-    return {
-        "machine": facts,
-        "settings": settings,
-        "results": rows,
-        "targets": targets,
-        "notes": notes,
-    }
-
-
-def to_markdown(data: dict[str, Any], titles: dict[str, str]) -> str:
-    """The results as a markdown document: header, one table per workload, targets."""
-    machine, settings = data["machine"], data["settings"]
-    packages = ", ".join(f"{k} {v}" for k, v in machine["packages"].items())
-    lines = [
-        "# aioloader benchmarks",
-        "",
-        f"Command: `{settings['command']}`  ",
-        f"Date (UTC): {machine['date_utc']}; {settings['rounds']} rounds after a dropped "
-        f"warm-up round, systems interleaved in every round; run took "
-        f"{settings['seconds']:.0f} s.  ",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores ({machine['usable_cores']} "
-        f"usable), {machine['memory_gib']} GiB; {machine['platform']}.  ",
-        f"Python: {machine['python']}; {packages}.  ",
-        f"Load average (1, 5, 15 min): {machine['load_average_start']} at the start, "
-        f"{machine.get('load_average_end')} at the end.",
-        "",
-        "Values are medians of the kept rounds with their min-max; ratios are medians "
-        "divided by the workload's baseline row (> 1 is better, also for times).",
-    ]
-    rows = data["results"]
-    for workload, title in titles.items():
-        mine = [r for r in rows if r["workload"] == workload]
-        if not mine:
-            continue
-        lines += ["", f"## {workload}: {title}", ""]
-        fact_keys: list[str] = []
-        for r in mine:
-            for key in r["facts"]:
-                if key not in fact_keys:
-                    fact_keys.append(key)
-        header = ["system", mine[0]["metric"] + " (median)", "min-max", "vs baseline"]
-        lines.append("| " + " | ".join(header + fact_keys) + " |")
-        lines.append("|" + "---|" + "---:|" * (len(header) - 1 + len(fact_keys)))
-        for r in mine:
-            name = r["system"] + (" (baseline)" if r["baseline"] else "")
-            if r["error"]:
-                cells = [name, "failed", r["error"][:80], "n/a"]
-            else:
-                cells = [
-                    name,
-                    _fmt(r["median"], r["metric"]),
-                    f"{_fmt(r['min'], r['metric'])}-{_fmt(r['max'], r['metric'])}",
-                    _ratio_text(r["ratio_to_baseline"]),
-                ]
-            cells += [_fact(r["facts"].get(key)) for key in fact_keys]
-            lines.append("| " + " | ".join(cells) + " |")
-        for note in data["notes"].get(workload, []):
-            lines.append("")
-            lines.append(note)
-    if data["targets"]:
-        lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
-        for t in data["targets"]:
-            met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
-            lines.append(f"| {t['target']} | {t['measured']} | {met} |")
-    return "\n".join(lines) + "\n"
-
-
-def _fact(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return _fmt(value, "")
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """``data`` as indented JSON."""
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-
-
-def python_command() -> str:
-    """The command line that started this process, as a person would type it."""
-    argv = [Path(sys.argv[0]).as_posix(), *sys.argv[1:]]
-    return "python " + " ".join(argv)
 
 
 # -- targets ------------------------------------------------------------------------------
@@ -475,6 +385,28 @@ def child_mark(name: str = "") -> None:
     """In a child: a mark the parent reads its counters at; returns once it has."""
     child_say(f"MARK {name}".rstrip())
     sys.stdin.readline()
+
+
+def child_main(run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """In a child: ``run`` the spec given as JSON in ``argv[1]``, send ``RESULT {json}``, exit.
+
+    Only the protocol lines go to stdout; ``os._exit`` ends the peers' worker processes and
+    portal threads with us.
+    """
+    spec = json.loads(sys.argv[1])
+    with contextlib.redirect_stdout(sys.stderr):
+        result = run(spec)
+    child_say("RESULT " + json.dumps(result))
+    os._exit(0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of process ``pid`` in seconds (0 when it has gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_child(

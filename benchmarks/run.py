@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import os
 import sys
-import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
         sys.path.insert(0, str(_path))
 
 import harness  # noqa: E402
+import report  # noqa: E402
 import workloads  # noqa: E402
 
 WORKLOADS = tuple(workloads.MODULES)
@@ -90,73 +90,6 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
     return out
 
 
-# -- the plot ---------------------------------------------------------------------------
-COLORS = {
-    "aioloader": "#1f77b4",
-    "torch": "#d62728",
-    "spdl": "#9467bd",
-    "grain": "#2ca02c",
-    "hand-written": "#7f7f7f",
-    "floor": "#bcbd22",
-    "img2dataset": "#ff7f0e",
-}
-
-
-def plot(path: Path, data: dict[str, Any]) -> bool:
-    """A PNG with one panel per workload; False when matplotlib is missing."""
-    try:
-        import matplotlib
-    except ImportError:
-        return False
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in data["results"] if r["median"] is not None]
-    panels = [w for w in WORKLOADS if any(r["workload"] == w for r in rows)]
-    heights = [max(2.0, 0.38 * sum(r["workload"] == w for r in rows) + 1.0) for w in panels]
-    fig, axes = plt.subplots(
-        len(panels),
-        1,
-        figsize=(10, sum(heights) + 0.6),
-        gridspec_kw={"height_ratios": heights},
-        squeeze=False,
-    )
-    for ax, workload in zip(axes[:, 0], panels, strict=True):
-        mine = [r for r in rows if r["workload"] == workload]
-        names = [r["system"] for r in mine]
-        medians = [r["median"] for r in mine]
-        low = [r["median"] - r["min"] for r in mine]
-        high = [r["max"] - r["median"] for r in mine]
-        colors = [COLORS.get(r["group"], "#17becf") for r in mine]
-        y = list(range(len(mine)))[::-1]
-        ax.barh(y, medians, xerr=[low, high], color=colors, capsize=3)
-        ax.set_yticks(y)
-        ax.set_yticklabels(names, fontsize=8)
-        ax.set_xlabel(mine[0]["metric"] + " (median, min-max)", fontsize=9)
-        if workload == "W4":
-            ax.set_xscale("log")
-        for yi, r in zip(y, mine, strict=True):
-            value = r["median"]
-            label = f"  {value:,.0f}" if value >= 100 else f"  {value:.3g}"
-            fraction = r["facts"].get("real-token fraction")
-            if fraction is not None:
-                label += f" ({fraction:.1%} real)"
-            ax.text(r["max"], yi, label, va="center", fontsize=7)
-        ax.set_xlim(right=ax.get_xlim()[1] * (30 if workload == "W4" else 1.25))
-        title = textwrap.fill(f"{workload}: {workloads.load(workload).TITLE}", 80)
-        ax.set_title(title, fontsize=9, loc="left")
-    machine = data["machine"]
-    fig.suptitle(
-        f"aioloader benchmarks: {machine['cpu']}, {machine['usable_cores']} cores, "
-        f"{machine['python']}",
-        fontsize=10,
-    )
-    fig.tight_layout(rect=(0, 0, 1, 0.985))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
@@ -164,29 +97,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     os.environ.setdefault("GRAIN_PY_TRACEBACK_FILTERING", "off")
-    facts = harness.machine_facts()
+    facts = report.machine_facts()
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:  # W2's server and relay live for the whole run
         cases, notes = build_cases(args, log, stack)
         log(f"{len(cases)} cases; {args.rounds} rounds after a warm-up round, interleaved")
         harness.run_interleaved(cases, args.rounds, log)
     seconds = time.perf_counter() - started
-    facts["load_average_end"] = harness._load()
+    facts["load_average_end"] = report.load_average()
     settings = {
-        "command": harness.python_command(),
+        "command": report.python_command(),
         "rounds": args.rounds,
         "quick": args.quick,
         "workloads": args.workloads,
         "seconds": round(seconds, 1),
     }
-    data = harness.to_json(cases, facts, settings, targets(cases), notes)
+    data = report.to_json(cases, facts, settings, targets(cases), notes)
     args.output.mkdir(parents=True, exist_ok=True)
     stem = args.workloads[0].lower() if len(args.workloads) == 1 else "results"
-    harness.write_json(args.output / f"{stem}.json", data)
+    report.write_json(args.output / f"{stem}.json", data)
     titles = {w: workloads.load(w).TITLE for w in args.workloads}
-    markdown = harness.to_markdown(data, titles)
+    markdown = report.to_markdown(data, titles)
     (args.output / f"{stem}.md").write_text(markdown, encoding="utf-8")
-    if not plot(args.output / f"{stem}.png", data):
+    if not report.plot(args.output / f"{stem}.png", data, titles):
         log(f"matplotlib is not installed: no {stem}.png")
     print(markdown)
     log(f"wrote {args.output}/{stem}.md, {stem}.json, {stem}.png in {seconds:.0f} s")

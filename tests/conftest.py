@@ -74,3 +74,14 @@ def fault_proxy(_module_proxy: LoopbackProxy) -> Iterator[LoopbackProxy]:
     yield _module_proxy
     _module_proxy.clear()
     _module_proxy.delay = 0.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests (benchmark smokes, mypy, soaks) get 30 minutes before they count as hung;
+    the rest keep the 600 s of ``timeout`` in pyproject.toml."""
+    for item in items:
+        if (
+            item.get_closest_marker("slow") is not None
+            and item.get_closest_marker("timeout") is None
+        ):
+            item.add_marker(pytest.mark.timeout(1800))

@@ -1,10 +1,7 @@
 """Requests and cache hit rates per epoch of TarShards: global or block shuffle, cache or not.
 
-    python -m benchmarks.micro.bench_cache [--samples 2048] [--shards 32] [--epochs 2]
-
-Counts only (no timing): shards of JPEG-sized members (40-100 KB) in an in-memory obstore
-store, read batch by batch (batch 64) in plan order, from saved indices (so every cache
-starts empty). Every row reads the same samples.
+Run: ``python -m benchmarks.micro.bench_cache [--samples 2048] [--shards 32] [--epochs 2]``.
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

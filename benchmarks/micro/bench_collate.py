@@ -1,14 +1,7 @@
 """Collation throughput on the W1 line-image workload (docs/benchmarks.md), against plain copies.
 
-2,048 synthetic line images (C=1, H=32, widths 64..256, int32 CTC targets of 1..12
-labels, seeded), batch 128, width multiple 4, a gain-and-offset augmentation per image.
-For each path: the median over several rounds of batches/s; its time against two floors
-(one ``np.copyto`` per image into a preallocated batch, and one ``np.copyto`` of all the
-batch's bytes at once); and, from ``tracemalloc`` after a warm-up of 2,048 steps (numpy's
-own small-object caches take about that long to fill), the bytes retained per batch and
-the peak above the starting level (temporaries).
-
 Run: ``.venv/bin/python benchmarks/micro/bench_collate.py`` (about half a minute).
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

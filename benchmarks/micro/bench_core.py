@@ -1,6 +1,7 @@
 """Core speed: Shuffled indices per second over 2^40 items, Bucketed plan build time.
 
 Run: .venv/bin/python benchmarks/micro/bench_core.py [--rounds 5]
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The engine's own cost: a trivial in-memory dataset and collator, batches per second.
 
 Run: .venv/bin/python benchmarks/micro/bench_engine.py [--steps 3000] [--rounds 5]
-
-Every configuration runs in each round, interleaved; the table gives medians over rounds.
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

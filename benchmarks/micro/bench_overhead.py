@@ -1,13 +1,7 @@
 """Engine overhead per sample: what the loader adds around the user's own ``get_sample``.
 
-For each backend (asyncio, uvloop, trio), samples per batch (1, 16, 128, 1,024) and kind of
-``get_sample`` (one that returns at once; one that waits once with ``await
-anyio.sleep(0)``), it times ``DataLoader`` (workers=0, a collator that only counts) against
-a plain ``async`` loop that awaits the same ``get_sample`` for the same indices and calls the
-same collator, and reports ``(loader - plain) / samples`` in microseconds (medians of the
-rounds, interleaved).
-
 Run: ``.venv/bin/python benchmarks/micro/bench_overhead.py [--samples 65536] [--rounds 5]``.
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """Planning at ImageNet size: time to the first window, planner memory, event-loop lag.
 
-    python -m benchmarks.micro.bench_planner [--steps 300] [--repeats 3]
-
-1,281,167 samples in 1,024 shards, batch 256, for ``ShuffledSampler`` and
-``BlockShuffledSampler(window=4)``. For each sampler:
-
-- ``first window``: ``KnownFutureCache.plan`` (what the loader runs in a worker thread when
-  a stream starts: the plan's first window), median of ``--repeats``;
-- ``full horizon``: the whole horizon (4 windows) planned at once, for scale (the cache
-  computes windows after the first in worker threads as reads go on);
-- ``planner MiB``: the peak of ``tracemalloc`` while planning the whole horizon, and the
-  planner's arrays afterwards;
-- ``loop turns``: while ``--steps`` batches are read through the cache (plan in a worker
-  thread, then every step's match, read-ahead choice, placement and horizon extensions),
-  every event-loop turn (one callback) is timed, by CPU time (the cache's own work) and
-  by wall time (which also counts the OS and the GIL taking the thread away); a probe task
-  sleeping 1 ms in a loop gives the scheduling lateness (turns queued behind others).
-
-The source is synthetic (sample spans computed, bytes of zeros returned at once), so the
-figures are the cache's own work on the event loop, not I/O. Results go to
-``benchmarks/results/planner.json`` and ``.md``.
+Run: ``python -m benchmarks.micro.bench_planner [--steps 300] [--repeats 3]``.
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Time to first batch of TarShards on SeaweedFS (+20 ms per request): prebuilt index or not.
 
-    python -m benchmarks.micro.bench_tar_index [--samples 2048] [--shards 8] [--rounds 3]
-
-Rows, interleaved per round, medians printed: the index loaded from ``index_dir``; the
-index built on the fly (chunks read ahead in parallel, the default); the same with a
-``KnownFutureCache`` that keeps what indexing read (the first batch is then served from
-it); and the index built as before (1 MiB windows, one at a time per shard). A first batch is
-``TarShards(...)`` plus ``get_samples`` of the first global-shuffle batch of 64.
+Run: ``python -m benchmarks.micro.bench_tar_index [--samples 2048] [--shards 8] [--rounds 3]``.
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Host-to-GPU transfer of a W1 line-image batch: pageable vs pinned, blocking vs not.
 
 Run on a machine with CUDA: python benchmarks/micro/bench_transfer.py [--rounds 50]
-Prints a markdown table of medians. Without CUDA it says so and exits 0.
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """``aioloader demo``'s steady state against ``aioloader bench``'s W1 row at the same setting.
 
 Run: ``.venv/bin/python benchmarks/micro/demo_vs_bench.py [--rounds 5]``.
-
-Each round runs, in fresh interpreters and in turn: ``aioloader demo --no-digest`` (its
-"steady state" line: 16 warm-up batches, then 500 timed) and the W1 benchmark's own
-``aioloader workers=0 uvloop`` port (``benchmarks/w1_images.py``: 16 warm-up batches, then
-256 timed), both at workers 0, prefetch 8, uvloop, with the compiled kernels loaded first.
-Prints the medians and their ratio (demo / bench; the target is within 15%).
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

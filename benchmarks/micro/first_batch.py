@@ -1,17 +1,7 @@
 """Time to the first batch, to the compiled kernels and to exit, with a cold and a warm cache.
 
-Run: ``.venv/bin/python benchmarks/first_batch.py [--repeat 3] [--workers 2]``.
-
-Each measurement is a fresh interpreter running a short script: ``import aioloader`` (timed
-apart), then the first batch of ``aioloader demo``'s loader (2,048 line images, batch 128,
-GainOffset) from the moment the loader is made, then the script ends. ``exit`` is the time
-from the script's last line to the end of its process: what a finished script waits for
-(with a cold cache the kernels are still compiling then, in a child process that is killed).
-A second script of the same kind then waits for the compiled kernels: ``ready`` is the time
-from making the loader until they are loaded. "cold" points ``NUMBA_CACHE_DIR`` at a new
-empty folder (as on a machine that never ran aioloader); "warm" runs again with the folder
-that the cold ``ready`` script filled. ``--kernels auto`` (the default: numpy builds batches
-until the kernels are loaded) or ``numba`` (the first batch waits for them).
+Run: ``.venv/bin/python benchmarks/micro/first_batch.py [--repeat 3] [--workers 2]``.
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

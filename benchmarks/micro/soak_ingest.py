@@ -1,28 +1,7 @@
 """Soak: ``aioloader ingest`` of a million generated URLs, killed and resumed, read back whole.
 
-Data: N URLs ``/img/{n}.jpg`` of the loopback test server (``tests/_support/http_server.py``
-run as its own process): 32 x 32 JPEGs of 0.6-0.7 KB, and 2 % of the URLs failing the same
-way on every run (a hash of the path picks them): 0.5 % each of 404, 503, connection reset
-and a body that stalls halfway (the 2 s read timeout fires). One URL a line in a text file.
-
-Work: the real command, ``python -m aioloader ingest urls.txt out/ X
---per-host 128 --read-timeout 2 --retries 0 --shard-samples S`` (bodies written as
-fetched), on asyncio. It is killed with SIGKILL three times, each time once its committed
-shards pass 5 %, 10 % and 15 % of the inputs, and started again with the same arguments; the
-fourth run finishes the job.
-
-Rows (``benchmarks/results/soak.md``):
-- RSS of the last run's process (``VmRSS``) when it has handled N/10 inputs and when it has
-  handled them all; the growth between the two (target <= 50 MiB at N = 1,000,000).
-- Throughput (inputs per second between commits) of the last run's first N/10 inputs and of
-  the last N/10 inputs of the job; their ratio (target >= 0.9).
-- Exactly once: every shard of the manifest is read back with ``tarfile`` (its members'
-  keys) and every failure record; the positions must be 0..N-1, each once (0 duplicates,
-  0 gaps). The failures by reason are reported, and how many differ from the server's
-  fate table (a good URL that timed out on a loaded machine would show there).
-
-Run: ``python benchmarks/micro/soak_ingest.py --urls 1000000`` (tens of minutes on 2 cores);
-``--urls 20000`` is the CI smoke form (``tests/ingest/test_soak.py``, marker ``soak``).
+Run: ``python benchmarks/micro/soak_ingest.py --urls 1000000`` (tens of minutes on 2 cores).
+docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations

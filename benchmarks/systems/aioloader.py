@@ -19,6 +19,18 @@ def run_async(function: Callable[[], Any], uvloop: bool = True) -> Any:
     return anyio.run(function, backend="asyncio", backend_options={"use_uvloop": uvloop})
 
 
+def in_memory(
+    samples: list[Any], sampler: Callable[[], Any], collate: Any, seed: int, **options: Any
+) -> Callable[[], Any]:
+    """A maker of ``DataLoader(MemoryDataset(samples), sampler(), collate, seed=seed,
+    **options)``: a fresh loader and sampler per call, over one dataset."""
+    from aioloader import DataLoader
+    from aioloader.testing import MemoryDataset
+
+    dataset = MemoryDataset(samples)
+    return lambda: DataLoader(dataset, sampler(), collate, seed=seed, **options)
+
+
 class Aioloader(harness.Port):
     """A ``DataLoader`` built by ``make()``, consumed with ``async for`` in one event loop.
 
@@ -69,19 +81,6 @@ class Aioloader(harness.Port):
             return count / (ended - started)
 
         return float(run_async(consume, self.uvloop))
-
-
-def known_future_cache() -> Any:
-    """``KnownFutureCache`` of this aioloader, or None where it lacks one."""
-    import aioloader.sources
-
-    found = getattr(aioloader.sources, "KnownFutureCache", None)
-    if found is None:
-        with contextlib.suppress(ImportError):
-            from aioloader.sources import _cache  # type: ignore[attr-defined]
-
-            found = getattr(_cache, "KnownFutureCache", None)
-    return found
 
 
 def tar_loader(

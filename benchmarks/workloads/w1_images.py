@@ -1,34 +1,17 @@
-"""W1: synthetic line images (docs/benchmarks.md) through every loader, and two floors.
+"""W1: synthetic line images (``aioloader.datasets.line_images``) through every loader.
 
-2,048 images ``[1, 32, W]`` with W uniform in 64..256 (``aioloader.datasets.line_images``),
-batch 128, width multiple 4, ``GainOffset()`` per image (rng stream 1), ``ShuffledSampler``.
-Every port computes the same function of the global step ``g``: plan (indices and rng
-keys), gather the samples, pad and augment. All ports but the floors produce bit-identical
-batches, checked before timing. The consumer releases each batch and does nothing else.
-
-- aioloader: ``DataLoader(..., workers=w, prefetch=8)`` consumed with ``async for`` on
-  asyncio, with and without uvloop.
-- torch: ``torch.utils.data.DataLoader`` with a batch sampler yielding our sampler's
-  indices and our collator as ``collate_fn`` (``prefetch_factor=4`` with workers). With
-  workers the collate copies the batch into shared-memory tensors (what torch's
-  ``default_collate`` does in a worker) and returns them.
-- SPDL: ``PipelineBuilder().add_source(steps).pipe(build_step, concurrency=t,
-  output_order="input").add_sink(8).build(num_threads=t)``.
-- Grain: ``MapDataset.source(steps).map(build_step).to_iter_dataset(ReadOptions(threads,
-  prefetch 8))``; processes: ``.mp_prefetch(MultiprocessingOptions(2))`` (spawned workers
-  rebuild the dataset from its seed; arrays return through Grain's shared memory).
-- hand-written: one thread, plain numpy, its own SplitMix64/Feistel code (no aioloader),
-  per image ``np.multiply(image, gain, out=view); np.add(view, offset, out=view)``.
-- floors: one ``np.copyto`` per image into a preallocated batch (the copy every loader must
-  do), and one ``np.copyto`` of a batch-sized contiguous block (memory bandwidth).
+2,048 images ``[1, 32, W]``, W in 64..256, batch 128, width multiple 4, ``GainOffset()``
+per image, ``ShuffledSampler``; every row computes the same function of the step ``g`` and
+all but the floors give bit-identical batches (checked before timing). docs/benchmarks.md
+(W1) gives each row's configuration.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import harness
@@ -39,9 +22,7 @@ from systems import grain, spdl
 from systems import torch as torch_system
 
 from aioloader.core import (
-    BatchPlan,
     GainOffset,
-    ImageBatch,
     ImageBatchCollator,
     RngStream,
     ShuffledSampler,
@@ -79,151 +60,42 @@ def make_samples(cfg: W1Config) -> list[Any]:
     return list(dataset._samples)
 
 
-def to_arrays(batch: Any) -> dict[str, np.ndarray[Any, Any]]:
-    """Any port's batch as numpy arrays (copies)."""
-    if isinstance(batch, ImageBatch):
-        return {name: np.array(getattr(batch, name)) for name in FIELDS}
-    if isinstance(batch, dict):
-        return {name: np.array(np.asarray(batch[name])) for name in FIELDS}
-    raise TypeError(f"unknown batch type {type(batch).__name__}")
+def parts(cfg: W1Config) -> tuple[ShuffledSampler, ImageBatchCollator]:
+    """The sampler and the collator every aioloader-based row uses."""
+    return ShuffledSampler(cfg.images, cfg.batch), ImageBatchCollator(
+        cfg.multiple, augment=GainOffset()
+    )
 
 
-def release(batch: Any) -> None:
-    if isinstance(batch, ImageBatch):
-        batch.release()
-
-
-class StepBuilder:
-    """``g -> batch``: plan, gather, collate. Picklable: a spawned worker rebuilds the data."""
-
-    def __init__(self, cfg: W1Config, samples: list[Any] | None, detach: bool = False) -> None:
-        self.cfg = cfg
-        self.detach = detach  # return plain arrays (for processes) instead of an ImageBatch
-        self._samples = samples
-        self._setup()
-
-    def _setup(self) -> None:
-        self.sampler = ShuffledSampler(self.cfg.images, self.cfg.batch)
-        self.collator = ImageBatchCollator(self.cfg.multiple, augment=GainOffset())
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"cfg": self.cfg, "detach": self.detach}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.cfg, self.detach, self._samples = state["cfg"], state["detach"], None
-        self._setup()
-
-    @property
-    def samples(self) -> list[Any]:
-        if self._samples is None:
-            self._samples = make_samples(self.cfg)
-        return self._samples
-
-    def __call__(self, g: int) -> Any:
-        plan = plan_batch(self.sampler, SEED, g)
-        data = self.samples
-        batch = self.collator([data[i] for i in plan.indices.tolist()], plan)
-        if not self.detach:
-            return batch
-        # The arrays leave with the element; the pool simply forgets them (no release).
-        return {name: getattr(batch, name) for name in FIELDS}
+def step_builder(cfg: W1Config, samples: list[Any], detach: bool = False) -> harness.StepBuilder:
+    """``g -> batch`` for SPDL and Grain; a spawned worker rebuilds the samples."""
+    fields = FIELDS if detach else ()
+    rebuild = functools.partial(make_samples, cfg)
+    return harness.StepBuilder(SEED, functools.partial(parts, cfg), samples, rebuild, None, fields)
 
 
 # -- the systems ------------------------------------------------------------------------
-class System(harness.Port):
-    """A port: ``batches(stop)`` yields the batches of steps ``[0, stop)`` in order."""
-
-    exact = True  # whether values (not only shapes) must equal aioloader's
-
-    def release(self, batch: Any) -> None:
-        release(batch)
-
-
-class Aioloader(aioloader_system.Aioloader, System):
+class Aioloader(aioloader_system.Aioloader):
     """``DataLoader(workers=w, prefetch=8)`` over the samples in memory, asyncio or uvloop."""
 
     def __init__(self, cfg: W1Config, samples: list[Any], workers: int | str, uvloop: bool) -> None:
-        from aioloader import DataLoader
-        from aioloader.testing import MemoryDataset
-
-        dataset = MemoryDataset(samples)
-        collator = ImageBatchCollator(cfg.multiple, augment=GainOffset())
+        sampler = functools.partial(ShuffledSampler, cfg.images, cfg.batch)
         prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
-
-        def make() -> Any:
-            sampler = ShuffledSampler(cfg.images, cfg.batch)
-            return DataLoader(
-                dataset, sampler, collator, seed=SEED, workers=workers, prefetch=prefetch
-            )
-
+        options = {"workers": workers, "prefetch": prefetch}
+        make = aioloader_system.in_memory(samples, sampler, parts(cfg)[1], SEED, **options)
         super().__init__(make, uvloop=uvloop)
         loop = "uvloop" if uvloop else "asyncio"
         self.name = f"aioloader workers={workers} {loop}"
         self.note = f"DataLoader(workers={workers!r}, prefetch={prefetch!r}), async for, {loop}"
 
 
-class TorchDataset:
-    """Map-style dataset keyed by ``(g, index)``: the batch sampler knows the step."""
-
-    def __init__(self, samples: list[Any]) -> None:
-        self.samples = samples
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, key: tuple[int, int]) -> tuple[tuple[int, int], Any]:
-        return key, self.samples[key[1]]
-
-
-class TorchCollate:
-    """Our collator as ``collate_fn``; in a worker, the batch goes out as shared tensors."""
-
-    def __init__(self, cfg: W1Config, shared: bool) -> None:
-        self.cfg, self.shared = cfg, shared
-        self.collator = ImageBatchCollator(cfg.multiple, augment=GainOffset())
-
-    def __call__(self, items: list[tuple[tuple[int, int], Any]]) -> Any:
-        g = items[0][0][0]
-        epoch, step = divmod(g, self.cfg.steps_per_epoch)
-        indices = np.array([key[1] for key, _ in items], dtype=np.int64)
-        plan = BatchPlan(SEED, g, epoch, step, indices)
-        batch = self.collator([sample for _, sample in items], plan)
-        if not self.shared:
-            return batch
-        import torch
-
-        out = {}
-        with batch:
-            for name in FIELDS:
-                array = getattr(batch, name)
-                dtype = torch.float32 if array.dtype == np.float32 else torch.int32
-                storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(array.size)
-                tensor = torch.empty(0, dtype=dtype).new(storage).view(array.shape)
-                tensor.numpy()[...] = array
-                out[name] = tensor
-        return out
-
-
-class Torch(torch_system.Torch, System):
-    """torch over W1's samples: our order, our collator as ``collate_fn``."""
-
-    def __init__(self, cfg: W1Config, samples: list[Any], workers: int) -> None:
-        def parts(stop: int) -> tuple[Any, Any, Any]:
-            order = torch_system.StepSampler(ShuffledSampler(cfg.images, cfg.batch), SEED, stop)
-            return TorchDataset(samples), order, TorchCollate(cfg, shared=workers > 0)
-
-        how = "shared-memory tensors" if workers else "our ImageBatch"
-        super().__init__(
-            workers, parts, f"our sampler order and collator as collate_fn, returns {how}"
-        )
-
-
-class Spdl(spdl.Spdl, System):
-    """SPDL over ``StepBuilder``: batches are ``ImageBatch``es, released by the consumer."""
-
-
-class Grain(grain.Grain, System):
-    """Grain over ``StepBuilder``: 2 threads, or 2 processes returning plain arrays."""
+def torch_parts(cfg: W1Config, samples: list[Any], workers: int, stop: int) -> Any:
+    """torch over W1's samples: our order, our collator as ``collate_fn`` (shared-memory
+    tensors out of workers)."""
+    order = torch_system.StepSampler(ShuffledSampler(cfg.images, cfg.batch), SEED, stop)
+    tensors = torch_system.shared_tensors(FIELDS) if workers else None
+    collate = torch_system.PlanCollate(parts(cfg)[1], SEED, cfg.steps_per_epoch, tensors)
+    return torch_system.KeyedDataset(samples), order, collate
 
 
 # -- the hand-written loop: its own SplitMix64 and Feistel, plain numpy ------------------
@@ -277,7 +149,7 @@ def _feistel(positions: np.ndarray[Any, Any], n: int, key: int) -> np.ndarray[An
     return x
 
 
-class HandWritten(System):
+class HandWritten(harness.Steps):
     group = "hand-written"
     name = "hand-written numpy loop (1 thread)"
     note = "plain numpy, own SplitMix64/Feistel, np.full + per-image multiply/add into the batch"
@@ -328,12 +200,8 @@ class HandWritten(System):
             "indices": np.array(order, np.int32),
         }
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        yield (self.step(g) for g in range(stop))
 
-
-class CopyFloor(System):
+class CopyFloor(harness.Steps):
     """One ``np.copyto`` per image into one preallocated batch: no pad, no augmentation."""
 
     group = "floor"
@@ -363,12 +231,8 @@ class CopyFloor(System):
         wp = -(-widest // self.cfg.multiple) * self.cfg.multiple
         return {"images": out[:, :, :, :wp]}
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        yield (self.step(g) for g in range(stop))
 
-
-class BandwidthFloor(System):
+class BandwidthFloor(harness.Steps):
     """One ``np.copyto`` of a contiguous block of the batch's size: memory bandwidth."""
 
     group = "floor"
@@ -399,61 +263,33 @@ class BandwidthFloor(System):
         self.offset += size
         return {"images": self.out[:size].reshape(shape)}
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        yield (self.step(g) for g in range(stop))
 
-
-# -- verification and cases -------------------------------------------------------------
-def verify(systems: list[System], cfg: W1Config, log: Callable[[str], None]) -> None:
-    """Same shapes everywhere; same values for every exact port. Raises on a mismatch."""
-    reference = systems[0]
-    with reference.batches(cfg.verify) as batches:
-        expected = []
-        for batch in batches:
-            expected.append(to_arrays(batch))
-            release(batch)
-    for system in systems[1:]:
-        with system.batches(cfg.verify) as batches:
-            got = []
-            for batch in batches:
-                got.append(
-                    to_arrays(batch)
-                    if system.exact
-                    else {"images": np.array(batch["images"], copy=True)}
-                )
-                release(batch)
-        if len(got) != len(expected):
-            raise AssertionError(f"{system.name}: {len(got)} batches, expected {len(expected)}")
-        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
-            for name, array in mine.items():
-                if array.shape != theirs[name].shape:
-                    raise AssertionError(
-                        f"{system.name}: step {step} {name} shape {array.shape} "
-                        f"!= {theirs[name].shape}"
-                    )
-                if system.exact and (
-                    array.dtype != theirs[name].dtype or array.tobytes() != theirs[name].tobytes()
-                ):
-                    raise AssertionError(f"{system.name}: step {step} {name} differs")
-        kind = "bit-identical" if system.exact else "same shapes"
-        log(f"  W1 {system.name}: {len(got)} batches {kind}")
-
-
-def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> list[System]:
+# -- rows and cases -------------------------------------------------------------------
+def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> list[harness.Port]:
     """Every W1 port that can be built here (a missing package is logged and skipped)."""
-    found: list[System] = [
+    found: list[harness.Port] = [
         Aioloader(cfg, samples, w, uv) for w in (0, 1, 2) for uv in (False, True)
     ]
     found.append(Aioloader(cfg, samples, "auto", True))  # workers and prefetch "auto"
-    optional: list[tuple[str, Callable[[], list[System]]]] = [
-        ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 1, 2)]),
-        ("spdl", lambda: [Spdl(StepBuilder(cfg, samples), t) for t in (1, 2)]),
+    torch_how = "our sampler order and collator as collate_fn, returns "
+    optional: list[tuple[str, Callable[[], list[Any]]]] = [
+        (
+            "torch",
+            lambda: [
+                torch_system.Torch(
+                    w,
+                    functools.partial(torch_parts, cfg, samples, w),
+                    torch_how + ("shared-memory tensors" if w else "our ImageBatch"),
+                )
+                for w in (0, 1, 2)
+            ],
+        ),
+        ("spdl", lambda: [spdl.Spdl(step_builder(cfg, samples), t) for t in (1, 2)]),
         (
             "grain",
             lambda: [
-                Grain(StepBuilder(cfg, samples), threads=2, prefetch=cfg.prefetch),
-                Grain(StepBuilder(cfg, samples, detach=True), processes=2, prefetch=2),
+                grain.Grain(step_builder(cfg, samples), threads=2, prefetch=cfg.prefetch),
+                grain.Grain(step_builder(cfg, samples, detach=True), processes=2, prefetch=2),
             ],
         ),
     ]
@@ -466,7 +302,7 @@ def cases(cfg: W1Config, log: Callable[[str], None]) -> list[Case]:
     """Build, verify and wrap every W1 port as a ``Case`` (batches/s)."""
     samples = make_samples(cfg)
     found = systems(cfg, samples, log)
-    verify(found, cfg, log)
+    harness.verify("W1", found, cfg.verify, harness.fields(FIELDS), log)
     return [
         harness.port_case(
             "W1", system, "batches/s", cfg.warm, cfg.count, isinstance(system, HandWritten)

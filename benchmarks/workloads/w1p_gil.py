@@ -1,25 +1,16 @@
 """W1P: a transform that holds the GIL (pure-Python per-sample loop), for worker processes.
 
-2,048 in-memory samples, each 3,000 float64 values (fixed seed). The transform walks the
-values in pure Python (a leaky running sum, clipped to [-4, 4], shifted by one draw of
-the sample's rng, stream 0) and keeps 16 checkpoints: a float32 ``[16]``. Batch 32; the
-collator stacks them into ``{"features": [32, 16], "indices": [32], "global_step": g}``.
-Every port computes the same function of the global step (checked before timing).
-
-- aioloader: ``DataLoader(..., workers=w, prefetch=8)`` with threads (0, 2) and
-  ``executor="process"`` (2 processes), ``async for`` on asyncio with uvloop. With processes
-  the parent reads the samples and sends them; each worker runs transform and collation.
-- torch: ``DataLoader(num_workers=w)``: a map-style dataset applying the transform in
-  ``__getitem__`` (keys from the batch sampler: step, slot, index), ``collate_fn`` stacks.
-- Grain: ``MapDataset.source(steps).map(build_step).to_iter_dataset()
-  .mp_prefetch(MultiprocessingOptions(num_workers=2))``; the workers rebuild the samples
-  from the seed.
+2,048 in-memory samples of 3,000 float64 values; ``gil_transform`` walks them in pure Python
+(rng stream 0) to a float32 ``[16]``; batch 32, stacked with the step and indices. Every
+row gives the reference batches bit for bit (checked before timing). docs/benchmarks.md
+(W1p) gives each row.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import resource
 import sys
@@ -35,7 +26,7 @@ from systems import aioloader as aioloader_system
 from systems import grain
 from systems import torch as torch_system
 
-from aioloader.core import BatchPlan, SampleRng, ShuffledSampler, derive, plan_batch
+from aioloader.core import BatchPlan, SampleRng, ShuffledSampler, derive
 from aioloader.engine._build import build_batch
 
 SEED = 0
@@ -92,58 +83,23 @@ def collate(samples: Sequence[np.ndarray[Any, Any]], plan: BatchPlan) -> dict[st
     }
 
 
-def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Bit equality of two batches (any of the ports' dicts)."""
-    return (
-        int(a["global_step"]) == int(b["global_step"])
-        and np.asarray(a["indices"]).tobytes() == np.asarray(b["indices"]).tobytes()
-        and np.asarray(a["features"]).tobytes() == np.asarray(b["features"]).tobytes()
-        and np.asarray(a["features"]).dtype == np.asarray(b["features"]).dtype
-    )
+def build_step(samples: list[Any], plan: BatchPlan) -> dict[str, Any]:
+    """The engine's own batch build (per-sample rngs, transform, collate)."""
+    batch: dict[str, Any] = build_batch(plan, samples, gil_transform, collate)
+    return batch
 
 
-class StepBuilder:
-    """``g -> batch``; picklable: a spawned worker rebuilds the samples from the seed."""
-
-    def __init__(self, cfg: W1PConfig, samples: list[Any] | None) -> None:
-        self.cfg, self._samples = cfg, samples
-        self.sampler = ShuffledSampler(cfg.samples, cfg.batch)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"cfg": self.cfg}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cfg"], None)  # type: ignore[misc]
-
-    def __call__(self, g: int) -> dict[str, Any]:
-        if self._samples is None:
-            self._samples = make_samples(self.cfg)
-        plan = plan_batch(self.sampler, SEED, g)
-        chosen = [self._samples[i] for i in plan.indices.tolist()]
-        batch: dict[str, Any] = build_batch(plan, chosen, gil_transform, collate)
-        return batch
+def parts(cfg: W1PConfig) -> tuple[ShuffledSampler, Any]:
+    return ShuffledSampler(cfg.samples, cfg.batch), build_step
 
 
-class System(harness.Port):
-    """A port: ``batches(stop)`` yields the batches of steps ``[0, stop)`` in order."""
-
-    def cpu_per_batch(self, warm: int, count: int) -> tuple[float, float]:
-        """Steady-state CPU ms per batch: (this process, the processes below it).
-
-        Read from /proc over ``count`` batches after ``warm``; unlike batches/s it does not
-        depend on how loaded the machine is.
-        """
-        marks = []
-        # 32 more batches than measured: the workers are still alive at the last mark.
-        with self.batches(warm + count + 32) as batches:
-            for seen, _ in enumerate(batches, 1):
-                if seen in (warm, warm + count):
-                    marks.append(_cpu_now())
-        (own0, kids0), (own1, kids1) = marks
-        return (own1 - own0) * 1e3 / count, (kids1 - kids0) * 1e3 / count
+def step_builder(cfg: W1PConfig, samples: list[Any] | None) -> harness.StepBuilder:
+    """``g -> batch``; a spawned worker rebuilds the samples from the seed."""
+    rebuild = functools.partial(make_samples, cfg)
+    return harness.StepBuilder(SEED, functools.partial(parts, cfg), samples, rebuild)
 
 
-class Aioloader(aioloader_system.Aioloader, System):
+class Aioloader(aioloader_system.Aioloader):
     """``DataLoader(executor=thread|process)``; checked through ``iter_sync``, timed with
     ``async for`` on uvloop."""
 
@@ -157,25 +113,19 @@ class Aioloader(aioloader_system.Aioloader, System):
         in_workers: bool = False,
         **options: Any,
     ) -> None:
-        from aioloader import DataLoader
-        from aioloader.testing import MemoryDataset
+        sampler = functools.partial(ShuffledSampler, cfg.samples, cfg.batch)
+        options.update(transform=gil_transform, workers=workers, executor=executor)
+        options["prefetch"] = cfg.prefetch
+        make = aioloader_system.in_memory(samples, sampler, collate, SEED, **options)
+        if in_workers:
+            # A plain list (a sync dataset that pickles): the worker processes read the
+            # samples themselves and only plans go to them, as torch's workers index theirs.
+            from aioloader import DataLoader
 
-        # in_workers: a plain list (a sync dataset that pickles): the worker processes read
-        # the samples themselves and only plans go to them, as torch's workers index theirs.
-        dataset: Any = list(samples) if in_workers else MemoryDataset(samples)
+            data = list(samples)
 
-        def make() -> Any:
-            return DataLoader(
-                dataset,
-                ShuffledSampler(cfg.samples, cfg.batch),
-                collate,
-                seed=SEED,
-                transform=gil_transform,
-                workers=workers,
-                executor=executor,
-                prefetch=cfg.prefetch,
-                **options,
-            )
+            def make() -> Any:
+                return DataLoader(data, sampler(), collate, seed=SEED, **options)
 
         super().__init__(make, uvloop=True, sync=True)
         self.cfg = cfg
@@ -234,14 +184,6 @@ class EpochsAioloader(Aioloader):
         return float(aioloader_system.run_async(consume))
 
 
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _descendants() -> list[int]:
     """Pids of every live process below this one."""
     children: dict[int, list[int]] = {}
@@ -263,7 +205,7 @@ def _descendants() -> list[int]:
 def _cpu_now() -> tuple[float, float]:
     """CPU seconds of this process and of every live process below it."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime, sum(map(_cpu_seconds, _descendants()))
+    return usage.ru_utime + usage.ru_stime, sum(map(harness.cpu_seconds, _descendants()))
 
 
 class TorchDataset:
@@ -291,27 +233,32 @@ def torch_collate(items: list[tuple[tuple[int, int, int], Any]]) -> dict[str, An
     }
 
 
-class Torch(torch_system.Torch, System):
+def torch_parts(cfg: W1PConfig, samples: list[Any], workers: int, stop: int) -> Any:
     """torch: the transform in ``__getitem__``, our order, a stacking collate_fn."""
-
-    def __init__(self, cfg: W1PConfig, samples: list[Any], workers: int) -> None:
-        def parts(stop: int) -> tuple[Any, Any, Any]:
-            order = torch_system.StepSampler(
-                ShuffledSampler(cfg.samples, cfg.batch), SEED, stop, key="slot"
-            )
-            return TorchDataset(cfg, samples), order, torch_collate
-
-        how = "transform in __getitem__, our sampler order, collate_fn stacks"
-        super().__init__(workers, parts, how)
+    sampler = ShuffledSampler(cfg.samples, cfg.batch)
+    order = torch_system.StepSampler(sampler, SEED, stop, key="slot")
+    return TorchDataset(cfg, samples), order, torch_collate
 
 
-class Grain(grain.Grain, System):
-    """Grain over ``StepBuilder`` in 2 spawned processes (each rebuilds the samples)."""
+def cpu_per_batch(port: harness.Port, warm: int, count: int) -> tuple[float, float]:
+    """Steady-state CPU ms per batch: (this process, the processes below it).
+
+    Read from /proc over ``count`` batches after ``warm``; unlike batches/s it does not
+    depend on how loaded the machine is.
+    """
+    marks = []
+    # 32 more batches than measured: the workers are still alive at the last mark.
+    with port.batches(warm + count + 32) as batches:
+        for seen, _ in enumerate(batches, 1):
+            if seen in (warm, warm + count):
+                marks.append(_cpu_now())
+    (own0, kids0), (own1, kids1) = marks
+    return (own1 - own0) * 1e3 / count, (kids1 - kids0) * 1e3 / count
 
 
-def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> list[System]:
+def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> list[Any]:
     """Every W1P port that can be built here (a missing package is logged and skipped)."""
-    found: list[System] = [
+    found: list[harness.Port] = [
         Aioloader(cfg, samples, 0, "thread"),
         Aioloader(cfg, samples, 2, "thread"),
         Aioloader(cfg, samples, 2, "process"),
@@ -319,38 +266,31 @@ def systems(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> l
         EpochsAioloader(cfg, samples, persistent=True),
         EpochsAioloader(cfg, samples, persistent=False),
     ]
+    how = "transform in __getitem__, our sampler order, collate_fn stacks"
+    torch_parts_of = functools.partial(torch_parts, cfg, samples)
     optional: list[tuple[str, Callable[[], list[Any]]]] = [
-        ("torch", lambda: [Torch(cfg, samples, w) for w in (0, 2)]),
-        ("grain", lambda: [Grain(StepBuilder(cfg, samples), processes=2, prefetch=2)]),
+        ("torch", lambda: torch_system.rows((0, 2), torch_parts_of, how)),
+        ("grain", lambda: [grain.Grain(step_builder(cfg, samples), processes=2, prefetch=2)]),
     ]
     found += harness.installed_rows("W1P", optional, log)
     return found
-
-
-def verify(found: list[System], cfg: W1PConfig, log: Callable[[str], None]) -> None:
-    """Every port gives the reference batches, bit for bit. Raises on a mismatch."""
-    reference = StepBuilder(cfg, make_samples(cfg))
-    expected = [reference(g) for g in range(cfg.verify)]
-    for system in found:
-        with system.batches(cfg.verify) as batches:
-            got = list(batches)
-        if len(got) != len(expected) or not all(map(same, got, expected)):
-            raise AssertionError(f"W1P {system.name}: batches differ from the reference")
-        log(f"  W1P {system.name}: {len(got)} batches bit-identical")
 
 
 def cases(cfg: W1PConfig, log: Callable[[str], None]) -> list[Case]:
     """Build, verify and wrap every W1P port as a ``Case`` (batches/s)."""
     samples = make_samples(cfg)
     found = systems(cfg, samples, log)
-    verify(found, cfg, log)
+    reference = step_builder(cfg, make_samples(cfg))
+    arrays = harness.fields(("global_step", "indices", "features"))
+    expected = [arrays(reference(g)) for g in range(cfg.verify)]
+    harness.verify("W1P", found, cfg.verify, arrays, log, expected)
     out = []
     for system in found:
         facts: dict[str, Any] = {}
         if isinstance(system, Aioloader) and not isinstance(system, EpochsAioloader):
             facts["first batch (s)"] = round(system.first_batch_seconds(), 3)
         if sys.platform == "linux":
-            own, below = system.cpu_per_batch(8, 80)
+            own, below = cpu_per_batch(system, 8, 80)
             facts["CPU ms/batch: main process + workers"] = f"{own:.2f} + {below:.2f}"
         baseline = system.name == "aioloader threads workers=0"
         out.append(

@@ -1,29 +1,15 @@
 """W1u: the user's own code through every loader: what the engine costs around it.
 
-W1's data (2,048 in-memory line images ``[1, 32, W]``, W in 64..256, batch 128, shuffled),
-but every per-sample and per-batch function is the user's, written in plain numpy:
-
-- ``transform(x) = x * 1.5 + 0.25`` (a new array: the copy a real transform makes);
-- ``collate(samples)`` pads to ``[128, 1, 32, Wp]`` (``Wp``: the widest image rounded up to a
-  multiple of 4) with one slice assignment per image.
-
-Every row runs exactly these two functions on the same global order (the
-``ShuffledSampler`` order of the seed) and gives bit-identical batches, checked before
-timing:
-
-- plain loop: ``for step: collate([transform(data[i]) for i in order[...]])``, the epoch's
-  order computed once per epoch (the baseline);
-- aioloader, an async dataset (``async def get_sample(i)`` returning at once) and a sync
-  one (a plain list: in memory, read inline), workers 0, 1 and 2, on uvloop;
-- torch ``DataLoader`` (map-style dataset applying the transform, a batch sampler of the same
-  order, ``collate_fn=collate``), ``num_workers`` 0, 1, 2;
-- SPDL and Grain mapping the same per-step function, one thread / synchronous.
+W1's images, batch 128, shuffled; every row runs the user's plain-numpy ``transform`` per
+sample and ``collate`` per batch on the same order, and gives the plain loop's batches bit
+for bit (checked before timing). docs/benchmarks.md (W1u) gives each row.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -36,7 +22,7 @@ from systems import grain, spdl
 from systems import torch as torch_system
 
 from aioloader import DataLoader, ShuffledSampler
-from aioloader.core import BatchPlan, keyed_permutation_array, plan_batch
+from aioloader.core import BatchPlan, keyed_permutation_array
 from aioloader.datasets import line_images
 
 SEED = 0
@@ -104,15 +90,8 @@ def sampler(cfg: W1uConfig) -> ShuffledSampler:
     return ShuffledSampler(cfg.images, cfg.batch)
 
 
-def step_indices(cfg: W1uConfig, g: int) -> list[int]:
-    return plan_batch(sampler(cfg), SEED, g).indices.tolist()  # type: ignore[no-any-return]
-
-
 # -- the systems -------------------------------------------------------------------------
-System = harness.Port
-
-
-class PlainLoop(System):
+class PlainLoop(harness.Port):
     group = "baseline"
     name = "plain Python loop"
     note = "the epoch's order once per epoch, then collate([transform(data[i]) ...]) per step"
@@ -151,7 +130,7 @@ def aioloader_row(
     rng: bool = False,
     executor: str = "thread",
     named: bool = False,
-) -> System:
+) -> harness.Port:
     """aioloader over an async or a sync dataset, checked through ``iter_sync`` and timed
     with ``async for`` in one loop (the stream's close included) or through ``iter_sync``
     (a synchronous trainer); on uvloop. ``named`` rows say how they differ from the grid."""
@@ -187,43 +166,22 @@ def aioloader_row(
     return row
 
 
-class TorchDataset:
-    def __init__(self, images: list[np.ndarray[Any, Any]]) -> None:
-        self.images = images
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, index: int) -> np.ndarray[Any, Any]:
-        return transform(self.images[index])
-
-
-def torch_row(cfg: W1uConfig, images: list[np.ndarray[Any, Any]], workers: int) -> System:
+def torch_parts(cfg: W1uConfig, images: list[Any], workers: int, stop: int) -> Any:
     """torch: a map-style dataset (the transform in ``__getitem__``), our order, collate_fn."""
-
-    def parts(stop: int) -> tuple[Any, Any, Any]:
-        order = torch_system.StepSampler(sampler(cfg), SEED, stop, key="index")
-        return TorchDataset(images), order, collate
-
-    how = "map-style dataset (transform in __getitem__), batch_sampler, collate_fn"
-    return torch_system.Torch(workers, parts, how)
+    order = torch_system.StepSampler(sampler(cfg), SEED, stop, key="index")
+    return torch_system.KeyedDataset(images, transform), order, collate
 
 
-class StepFunction:
+def step_function(cfg: W1uConfig, images: list[Any]) -> harness.StepBuilder:
     """``g -> batch`` with the user's code, for SPDL and Grain."""
-
-    def __init__(self, cfg: W1uConfig, images: list[np.ndarray[Any, Any]]) -> None:
-        self.cfg, self.images = cfg, images
-        self.sampler = sampler(cfg)
-
-    def __call__(self, g: int) -> Any:
-        indices = plan_batch(self.sampler, SEED, g).indices.tolist()
-        return collate([transform(self.images[i]) for i in indices])
+    return harness.StepBuilder(
+        SEED, lambda: (sampler(cfg), collate_with_plan), images, None, transform
+    )
 
 
 # -- verification and cases ----------------------------------------------------------------
-def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> list[System]:
-    found: list[System] = [PlainLoop(cfg, images)]
+def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> list[Any]:
+    found: list[harness.Port] = [PlainLoop(cfg, images)]
     found += [aioloader_row(cfg, images, w, "async") for w in (0, 1, 2)]
     found += [aioloader_row(cfg, images, w, "sync") for w in (0, 1, 2)]
     found += [aioloader_row(cfg, images, "auto", kind) for kind in ("async", "sync")]
@@ -234,34 +192,21 @@ def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> li
         aioloader_row(cfg, images, 2, "sync", executor="process"),
         aioloader_row(cfg, images, 2, "sync", consumer="iter_sync", executor="process", named=True),
     ]
-    optional: list[tuple[str, Callable[[], list[System]]]] = [
-        ("torch", lambda: [torch_row(cfg, images, w) for w in (0, 1, 2)]),
-        ("spdl", lambda: [spdl.Spdl(StepFunction(cfg, images), 1)]),
-        ("grain", lambda: [grain.Grain(StepFunction(cfg, images), threads=0, prefetch=0)]),
+    how = "map-style dataset (transform in __getitem__), batch_sampler, collate_fn"
+    torch_parts_of = functools.partial(torch_parts, cfg, images)
+    optional: list[tuple[str, Callable[[], list[Any]]]] = [
+        ("torch", lambda: torch_system.rows((0, 1, 2), torch_parts_of, how)),
+        ("spdl", lambda: [spdl.Spdl(step_function(cfg, images), 1)]),
+        ("grain", lambda: [grain.Grain(step_function(cfg, images), threads=0, prefetch=0)]),
     ]
     found += harness.installed_rows("W1u", optional, log)
     return found
 
 
-def verify(found: list[System], cfg: W1uConfig, log: Callable[[str], None]) -> None:
-    """Every row gives the plain loop's batches, bit for bit. Raises on a mismatch."""
-    with found[0].batches(cfg.verify) as batches:
-        expected = [np.array(batch) for batch in batches]
-    for system in found[1:]:
-        with system.batches(cfg.verify) as batches:
-            got = [np.array(batch) for batch in batches]
-        if len(got) != len(expected):
-            raise AssertionError(f"{system.name}: {len(got)} batches, expected {len(expected)}")
-        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
-            if mine.shape != theirs.shape or mine.tobytes() != theirs.tobytes():
-                raise AssertionError(f"W1u {system.name}: step {step} differs")
-        log(f"  W1u {system.name}: {len(got)} batches bit-identical")
-
-
 def cases(cfg: W1uConfig, log: Callable[[str], None]) -> list[Case]:
     images = make_images(cfg)
     found = systems(cfg, images, log)
-    verify(found, cfg, log)
+    harness.verify("W1U", found, cfg.verify, lambda batch: {"batch": batch}, log)
     return [
         harness.port_case(
             "W1U", system, "batches/s", cfg.warm, cfg.count, isinstance(system, PlainLoop)
@@ -327,6 +272,5 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
     )
     for how in ("async get_sample", "sync list (in memory)"):
         picked = [f"aioloader {how}, workers={w}" for w in (0, 1, 2)]
-        auto = f"aioloader {how}, workers=auto"
-        out.append(harness.auto_target(w1u, "W1U", auto, picked))
+        out.append(harness.auto_target(w1u, "W1U", f"aioloader {how}, workers=auto", picked))
     return out

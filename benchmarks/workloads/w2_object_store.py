@@ -1,23 +1,21 @@
-"""W2: object storage (SeaweedFS ``weed mini`` on loopback), through ``bench_object_store``.
+"""W2: object storage (SeaweedFS on loopback), the rows of ``micro/bench_object_store``.
 
-2,048 objects of 64 KiB read in batches of 64 and decoded with ``np.frombuffer`` (every
-object's first bytes are checked), directly and through a relay that delays every request
-by 20 ms (a remote store). The rows and their meaning are those of
-``benchmarks/micro/bench_object_store.py``; here each runs once per round, interleaved with the
-other workloads. The hand-written aiohttp client (SigV4 GETs, the same batch driver) is the
-baseline of each path. torch's DataLoader runs on the direct path only: through the relay
-its 2 spawned workers are bounded by 2 reads / 20 ms = 100 samples/s.
+2,048 objects of 64 KiB in batches of 64, directly and through the +20 ms relay, each row
+once per round, interleaved; the hand-written aiohttp client is each path's baseline.
+docs/benchmarks.md (W2) gives the rows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import harness
 from harness import Case
+from storage import Relay
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,11 +23,6 @@ class W2Config:
     objects: int = 2048
     inflight: tuple[int, ...] = (64, 256)
     torch_workers: int | None = 2  # None: no torch row
-
-
-def available(log: Callable[[str], None]) -> bool:
-    """Whether the object-store benchmark can run here (weed binary, aiohttp, obstore)."""
-    return harness.can_run("W2", ("aiohttp", "obstore", "micro.bench_object_store"), log, weed=True)
 
 
 def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
@@ -43,18 +36,12 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
     info = server.info
     anyio.run(bench.upload, info, cfg.objects)
     bench.bench_aiohttp(info, info.endpoint, 256, cfg.objects, 1)  # settle the server
-    proxy, proxy_endpoint = bench.start_proxy(info.endpoint)
-
-    def stop_proxy() -> None:
-        if proxy.stdin is not None:
-            proxy.stdin.close()
-        proxy.wait(10)
-
-    stack.callback(stop_proxy)
-    log(f"  W2: {cfg.objects} objects uploaded; relay at {proxy_endpoint}")
+    relay = Relay(info.endpoint)
+    stack.callback(relay.close)
+    log(f"  W2: {cfg.objects} objects uploaded; relay at {relay.endpoint}")
     out: list[Case] = []
     n = cfg.objects
-    for path, endpoint in (("direct", info.endpoint), ("+20 ms", proxy_endpoint)):
+    for path, endpoint in (("direct", info.endpoint), ("+20 ms", relay.endpoint)):
         for inflight in cfg.inflight:
             bound = (
                 {"latency bound": f"{inflight / bench.DELAY:,.0f}/s"} if path != "direct" else {}
@@ -65,7 +52,9 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
                     workload="W2",
                     system=f"{path}: aioloader ObjectStore, {inflight} in flight",
                     metric="samples/s",
-                    measure=_reader(bench.bench_aioloader, info, endpoint, inflight, n, {}),
+                    measure=functools.partial(
+                        bench.bench_aioloader, info, endpoint, inflight, n, 1, {}
+                    ),
                     group="aioloader",
                     note="ObjectStore(max_concurrency=R).get_samples, uvloop",
                     facts=bound,
@@ -77,7 +66,7 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
                     workload="W2",
                     system=theirs,
                     metric="samples/s",
-                    measure=_reader(bench.bench_aiohttp, info, endpoint, inflight, n),
+                    measure=functools.partial(bench.bench_aiohttp, info, endpoint, inflight, n, 1),
                     baseline=True,
                     compare_to=theirs,
                     group="hand-written",
@@ -101,18 +90,6 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
     return out
 
 
-def _reader(function: Callable[..., float], *args: Any) -> Callable[[], float]:
-    def measure() -> float:
-        # bench_aiohttp(info, endpoint, inflight, n, repeats); bench_aioloader adds options
-        if len(args) == 5:
-            info, endpoint, inflight, n, options = args
-            return function(info, endpoint, inflight, n, 1, options)
-        info, endpoint, inflight, n = args
-        return function(info, endpoint, inflight, n, 1)
-
-    return measure
-
-
 # -- the workload, as run.py crosses it -----------------------------------------------------
 NAME = "W2"
 TITLE = "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64"
@@ -128,6 +105,6 @@ def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any
     """W2's cases and notes (left out, and said so, without weed, aiohttp or obstore)."""
     cfg = W2Config(objects=128, inflight=(32,), torch_workers=None) if quick else W2Config()
     log("W2: starting SeaweedFS and the 20 ms relay, uploading")
-    if not available(log):
+    if not harness.can_run("W2", ("aiohttp", "obstore", "micro.bench_object_store"), log, True):
         return [], ["Left out: SeaweedFS (`weed`), aiohttp or obstore is missing."]
     return cases(cfg, log, stack), NOTES + ([f"Quick run: {cfg}."] if quick else [])

@@ -1,20 +1,8 @@
 """W4: resume at global step 10^9 of a shuffled epoch over 2^40 items.
 
-- aioloader: ``ShuffledSampler(2^40, 128)``; a fresh ``DataLoader`` is given
-  ``load_state_dict({"seed", "next_step": 10^9})`` and the clock runs until the first batch
-  is in the consumer's hands (asyncio, workers=0). The dataset computes samples from the
-  index, so only the loader's own cost is timed.
-- torch ``DataLoader`` has no cursor: resuming means iterating and dropping 10^9 batches.
-  Its ``RandomSampler`` cannot even hold a permutation of 2^40 items (``randperm`` is 8
-  bytes per item plus a Python list), so the skip rate is measured over 2^20 items and the
-  time extrapolated: "skip, loading": the usual ``for batch in loader`` that loads and
-  drops; "skip, indices only": ``itertools.islice`` over the batch sampler, no loading.
-- torchdata ``StatefulDataLoader``: ``load_state_dict`` then the first batch. Its sampler
-  replays the permutation (``next()`` once per sample already served), so the time grows
-  with the step; measured at a small step over 2^21 items, extrapolated linearly.
-
-Memory: what the sampler holds, for 2^20, 2^30 and 2^40 items (``tracemalloc``), against
-torch's ``randperm`` (8 bytes per item, measured by RSS over 2^24 items).
+aioloader's ``load_state_dict`` + first batch, against torch's skip (measured on fewer
+items, extrapolated) and torchdata's ``StatefulDataLoader``; and the sampler's memory.
+docs/benchmarks.md (W4) says how each row is measured.
 """
 
 from __future__ import annotations

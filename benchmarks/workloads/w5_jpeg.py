@@ -1,31 +1,16 @@
 """W5: a real decode workload: JPEG bytes -> Pillow decode -> 224x224 -> float32 CHW, batch 64.
 
-512 JPEGs (500x375, quality 90, about 50-90 KB: gradients, smooth blobs and sensor-like
-noise of a random strength, drawn from ``numpy.random.default_rng(5)``) are held in memory
-as bytes. Every port does the same per-sample work, ``decode``: ``Image.open`` + ``load``
-(the JPEG decode), ``resize((224, 224), BILINEAR)``, then ``rgb8_to_planar`` with the
-ImageNet mean and std (float32 ``[3, 224, 224]``); the batch is ``ImageBatchCollator()``
-over the 64 samples of a ``ShuffledSampler(512, 64)`` step (label = index % 10). Pillow's
-decode and resize and aioloader's kernels release the GIL, so threads can use every core.
-Batches are checked bit-identical across ports before timing. The metric is images/s.
-
-- plain loop: one thread, ``[decode(b) for b in batch]`` then ``np.stack`` (the baseline).
-- aioloader: ``DataLoader(..., transform=decode, workers=w, prefetch=4)``, ``async for``.
-- torch: ``DataLoader(num_workers=w)``, a map-style dataset that decodes, our sampler's
-  order and collator as ``collate_fn`` (shared-memory tensors out of workers, as in W1).
-- SPDL and Grain: a step builder (plan, decode 64, collate) on 2 threads, as in W1.
-- aioloader processes: the row appears once ``DataLoader`` takes ``executor`` (see
-  ``process_rows``).
+512 generated JPEGs (500x375, quality 90) in memory; every row runs ``decode`` per sample
+and ``ImageBatchCollator()`` per ``ShuffledSampler(512, 64)`` step, and gives bit-identical
+batches (checked before timing). Images/s. docs/benchmarks.md (W5) gives each row.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import inspect
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import harness
@@ -36,16 +21,12 @@ from systems import grain, spdl
 from systems import torch as torch_system
 
 from aioloader.core import (
-    BatchPlan,
-    ImageBatch,
     ImageBatchCollator,
     ImageSample,
     ShuffledSampler,
-    plan_batch,
     rgb8_to_planar,
 )
 from aioloader.core._rng import SampleRng
-from workloads.w1_images import System, release
 
 FIELDS = ("images", "labels", "indices")
 SEED = 5
@@ -130,57 +111,25 @@ def items_of(jpegs: tuple[bytes, ...]) -> list[tuple[bytes, int]]:
     return [(data, index % 10) for index, data in enumerate(jpegs)]
 
 
-def to_arrays(batch: Any) -> dict[str, np.ndarray[Any, Any]]:
-    """Any port's batch as numpy arrays (copies)."""
-    if isinstance(batch, ImageBatch):
-        return {name: np.array(getattr(batch, name)) for name in FIELDS}
-    return {name: np.array(np.asarray(batch[name])) for name in FIELDS}
+def parts(cfg: W5Config) -> tuple[ShuffledSampler, ImageBatchCollator]:
+    return ShuffledSampler(cfg.images, cfg.batch), ImageBatchCollator()
 
 
-class StepBuilder:
-    """``g -> batch``: plan, decode every sample, collate (picklable with its data)."""
-
-    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], detach: bool) -> None:
-        self.cfg, self.items, self.detach = cfg, items, detach
-        self._setup()
-
-    def _setup(self) -> None:
-        self.sampler = ShuffledSampler(self.cfg.images, self.cfg.batch)
-        self.collator = ImageBatchCollator()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"cfg": self.cfg, "items": self.items, "detach": self.detach}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.cfg, self.items, self.detach = state["cfg"], state["items"], state["detach"]
-        self._setup()
-
-    def __call__(self, g: int) -> Any:
-        plan = plan_batch(self.sampler, SEED, g)
-        samples = [decode_sample(self.items[i]) for i in plan.indices.tolist()]
-        batch = self.collator(samples, plan)
-        if not self.detach:
-            return batch
-        return {name: getattr(batch, name) for name in FIELDS}
+def step_builder(cfg: W5Config, items: list[tuple[bytes, int]], detach: bool) -> Any:
+    """``g -> batch``: plan, decode every sample, collate (pickled with its data)."""
+    fields = FIELDS if detach else ()
+    builder = functools.partial(parts, cfg)
+    return harness.StepBuilder(SEED, builder, items, None, decode_sample, fields)
 
 
 # -- the systems ------------------------------------------------------------------------
-class W5System(System):
-    """A W5 port; ``measure`` returns images per second."""
-
-    def measure(self, warm: int, count: int) -> float:
-        return super().measure(warm, count) * self.batch_size
-
-    batch_size = 64
-
-
-class PlainLoop(W5System):
+class PlainLoop(harness.Steps):
     group = "hand-written"
     name = "plain Python loop (1 thread)"
     note = "for each step: decode every sample in a list comprehension, np.stack"
 
     def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]]) -> None:
-        self.cfg, self.items, self.batch_size = cfg, items, cfg.batch
+        self.cfg, self.items = cfg, items
         self.sampler = ShuffledSampler(cfg.images, cfg.batch)
 
     def step(self, g: int) -> dict[str, np.ndarray[Any, Any]]:
@@ -192,12 +141,8 @@ class PlainLoop(W5System):
             "indices": np.array(order, np.int32),
         }
 
-    @contextlib.contextmanager
-    def batches(self, stop: int) -> Iterator[Iterator[Any]]:
-        yield (self.step(g) for g in range(stop))
 
-
-class Aioloader(W5System, aioloader_system.Aioloader):
+class Aioloader(aioloader_system.Aioloader):
     """``DataLoader(transform=decode, workers=w)`` on asyncio; images/s."""
 
     def __init__(
@@ -226,8 +171,7 @@ class Aioloader(W5System, aioloader_system.Aioloader):
                 **options,
             )
 
-        aioloader_system.Aioloader.__init__(self, make, uvloop=False)
-        self.batch_size = cfg.batch
+        super().__init__(make, uvloop=False)
         kind = "processes" if executor == "process" else "workers"
         self.name = f"aioloader {kind}={workers}"
         extra = f", executor={executor!r}" if executor else ""
@@ -237,99 +181,38 @@ class Aioloader(W5System, aioloader_system.Aioloader):
         )
 
 
-class TorchDataset:
-    """Map-style dataset keyed by ``(g, index)`` that decodes in ``__getitem__``."""
-
-    def __init__(self, items: list[tuple[bytes, int]]) -> None:
-        self.items = items
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, key: tuple[int, int]) -> tuple[tuple[int, int], ImageSample]:
-        return key, decode_sample(self.items[key[1]])
+def torch_parts(cfg: W5Config, items: list[tuple[bytes, int]], workers: int, stop: int) -> Any:
+    """torch: the dataset decodes, our order, our collator as ``collate_fn`` (tensors out of
+    workers)."""
+    order = torch_system.StepSampler(ShuffledSampler(cfg.images, cfg.batch), SEED, stop)
+    tensors = torch_system.copied_tensors(FIELDS) if workers else None
+    collate = torch_system.PlanCollate(ImageBatchCollator(), SEED, cfg.steps_per_epoch, tensors)
+    return torch_system.KeyedDataset(items, decode_sample), order, collate
 
 
-class TorchCollate:
-    """Our collator as ``collate_fn``; out of a worker, the batch leaves as shared tensors."""
-
-    def __init__(self, cfg: W5Config, shared: bool) -> None:
-        self.cfg, self.shared = cfg, shared
-        self.collator = ImageBatchCollator()
-
-    def __call__(self, items: list[tuple[tuple[int, int], ImageSample]]) -> Any:
-        g = items[0][0][0]
-        epoch, step = divmod(g, self.cfg.steps_per_epoch)
-        indices = np.array([key[1] for key, _ in items], dtype=np.int64)
-        batch = self.collator([s for _, s in items], BatchPlan(SEED, g, epoch, step, indices))
-        if not self.shared:
-            return batch
-        import torch
-
-        with batch:
-            return {name: torch.from_numpy(np.array(getattr(batch, name))) for name in FIELDS}
-
-
-class Torch(torch_system.Torch, W5System):
-    """torch: the dataset decodes, our order, our collator as ``collate_fn``."""
-
-    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], workers: int) -> None:
-        def parts(stop: int) -> tuple[Any, Any, Any]:
-            order = torch_system.StepSampler(ShuffledSampler(cfg.images, cfg.batch), SEED, stop)
-            return TorchDataset(items), order, TorchCollate(cfg, shared=workers > 0)
-
-        how = "dataset decodes, our sampler order and collator as collate_fn"
-        super().__init__(workers, parts, how)
-        self.batch_size = cfg.batch
-
-
-class Spdl(spdl.Spdl, W5System):
-    """SPDL over ``StepBuilder`` (sink of 4 batches)."""
-
-    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], threads: int) -> None:
-        super().__init__(StepBuilder(cfg, items, detach=False), threads, sink=4)
-        self.batch_size = cfg.batch
-
-
-class Grain(grain.Grain, W5System):
-    """Grain over ``StepBuilder``: 2 threads, or 2 processes returning plain arrays."""
-
-    def __init__(self, cfg: W5Config, items: list[tuple[bytes, int]], processes: bool) -> None:
-        step = StepBuilder(cfg, items, detach=processes)
-        if processes:
-            super().__init__(step, prefetch=1, processes=2, per_worker=2)
-        else:
-            super().__init__(step, threads=2, prefetch=cfg.prefetch)
-        self.batch_size = cfg.batch
+def grain_row(cfg: W5Config, items: list[tuple[bytes, int]], processes: bool) -> grain.Grain:
+    """Grain over the step builder: 2 threads, or 2 processes returning plain arrays."""
+    step = step_builder(cfg, items, detach=processes)
+    if processes:
+        return grain.Grain(step, prefetch=1, processes=2, per_worker=2)
+    return grain.Grain(step, threads=2, prefetch=cfg.prefetch)
 
 
 # -- rows, verification and cases --------------------------------------------------------
-def process_rows(cfg: W5Config, items: list[tuple[bytes, int]]) -> list[System]:
-    """HOOK for the lead: "aioloader processes=2", once ``DataLoader`` takes ``executor``.
-
-    Until the process executor is merged the row is left out (and the log says so); after
-    the merge it appears by itself if the keyword is ``executor="process"``; adjust here
-    if the executor's API differs.
-    """
-    from aioloader import DataLoader
-
-    if "executor" not in inspect.signature(DataLoader).parameters:
-        return []
-    return [Aioloader(cfg, items, 2, executor="process")]
-
-
 def systems(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], None]) -> Any:
-    found: list[System] = [PlainLoop(cfg, items)]
+    found: list[harness.Port] = [PlainLoop(cfg, items)]
     found += [Aioloader(cfg, items, w) for w in (0, 1, 2, "auto")]
-    processes = process_rows(cfg, items)
-    if not processes:
-        log("  W5: DataLoader has no executor= yet; the 'aioloader processes=2' row is left out")
-    found += processes
+    found.append(Aioloader(cfg, items, 2, executor="process"))
     spawn = (False, True) if cfg.processes else (False,)
-    optional: list[tuple[str, Callable[[], list[System]]]] = [
-        ("torch", lambda: [Torch(cfg, items, w) for w in ((0, 1, 2) if cfg.processes else (0,))]),
-        ("spdl", lambda: [Spdl(cfg, items, 2)]),
-        ("grain", lambda: [Grain(cfg, items, p) for p in spawn]),
+    how = "dataset decodes, our sampler order and collator as collate_fn"
+    torch_parts_of = functools.partial(torch_parts, cfg, items)
+    optional: list[tuple[str, Callable[[], list[Any]]]] = [
+        (
+            "torch",
+            lambda: torch_system.rows((0, 1, 2) if cfg.processes else (0,), torch_parts_of, how),
+        ),
+        ("spdl", lambda: [spdl.Spdl(step_builder(cfg, items, False), 2, sink=4)]),
+        ("grain", lambda: [grain_row(cfg, items, p) for p in spawn]),
     ]
     found += harness.installed_rows("W5", optional, log)
     return found
@@ -345,36 +228,21 @@ def cases(cfg: W5Config, log: Callable[[str], None]) -> list[Case]:
     )
     items = items_of(jpegs)
     found = systems(cfg, items, log)
-    verify(found, cfg, log)
+    harness.verify("W5", found, cfg.verify, harness.fields(FIELDS), log)
     facts = {"mean JPEG size (KB)": round(sum(sizes) / len(sizes) / 1e3, 1)}
     return [
         harness.port_case(
-            "W5", system, "images/s", cfg.warm, cfg.count, isinstance(system, PlainLoop), facts
+            "W5",
+            system,
+            "images/s",
+            cfg.warm,
+            cfg.count,
+            isinstance(system, PlainLoop),
+            facts,
+            scale=cfg.batch,
         )
         for system in found
     ]
-
-
-def verify(found: list[System], cfg: W5Config, log: Callable[[str], None]) -> None:
-    """Every port gives the plain loop's batches, bit for bit (images, labels, indices)."""
-    expected: list[dict[str, np.ndarray[Any, Any]]] = []
-    for system in found:
-        got = []
-        with system.batches(cfg.verify) as batches:
-            for batch in batches:
-                got.append(to_arrays(batch))
-                release(batch)
-        if not expected:
-            expected = got
-            continue
-        if len(got) != len(expected):
-            raise AssertionError(f"{system.name}: {len(got)} batches, expected {len(expected)}")
-        for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
-            for name in FIELDS:
-                a, b = mine[name], theirs[name]
-                if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
-                    raise AssertionError(f"{system.name}: step {step} {name} differs")
-        log(f"  W5 {system.name}: {len(got)} batches bit-identical")
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------

@@ -1,11 +1,5 @@
-"""W6's data: generated JPEGs, the per-sample work every system runs, the exactly-once check.
-
-Every image is a pure function of ``(seed, i)``: a smooth two-colour gradient, a dozen
-filled ellipses and rectangles, a little blur and Gaussian sensor noise, encoded as JPEG at
-quality 90 (95 or 85 when that keeps the file within 40-100 KB). Sample ``i`` has the label
-``(i * 7919) % 1000`` and carries its id ``i``, so a consumer can check that an epoch
-delivered every sample exactly once. The images and each system's own shard format are
-written once into a cache directory keyed by the parameters and reused across runs.
+"""W6's (and W8's) data: generated JPEGs, each system's shard format, the per-sample work
+every system runs and the exactly-once check. docs/benchmarks.md (W6) describes the images.
 """
 
 from __future__ import annotations
@@ -15,7 +9,7 @@ import io
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,42 +125,37 @@ def dataset_bytes(folder: Path) -> int:
 
 
 def _fresh(path: Path) -> bool:
-    """True when ``path`` still has to be written (a half-written one is removed)."""
+    """True when ``path`` still has to be written (a half-written one is emptied)."""
     if (path / ".done").exists():
         return False
     shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
     return True
 
 
-def write_webdataset(folder: Path, images: int, out: Path) -> list[Path]:
-    """WebDataset ``ShardWriter`` shards of 256 samples: ``jpg``, ``cls``, ``id`` members."""
+def write_webdataset(
+    folder: Path, images: int, out: Path, per_shard: int = WDS_SAMPLES_PER_SHARD
+) -> list[Path]:
+    """WebDataset ``ShardWriter`` shards of ``per_shard`` samples: ``jpg``, ``cls``, ``id``."""
     if _fresh(out):
         import webdataset as wds
 
-        out.mkdir(parents=True)
-        with wds.ShardWriter(
-            str(out / "shard-%06d.tar"), maxcount=WDS_SAMPLES_PER_SHARD, verbose=0
-        ) as writer:
+        pattern = str(out / "shard-%06d.tar")
+        with wds.ShardWriter(pattern, maxcount=per_shard, verbose=0) as writer:
             for i in range(images):
-                writer.write(
-                    {
-                        "__key__": f"{i:06d}",
-                        "jpg": read_jpeg(folder, i),
-                        "cls": label_of(i),
-                        "id": i,
-                    }
-                )
+                jpeg = read_jpeg(folder, i)
+                writer.write({"__key__": f"{i:06d}", "jpg": jpeg, "cls": label_of(i), "id": i})
         (out / ".done").touch()
     return sorted(out.glob("shard-*.tar"))
 
 
-def _litdata_item(args: tuple[str, int]) -> dict:
+def _litdata_item(args: tuple[str, int]) -> dict[str, Any]:
     folder, i = args
     return {"id": i, "label": label_of(i), "jpg": read_jpeg(Path(folder), i)}
 
 
-def write_litdata(folder: Path, images: int, out: Path) -> None:
-    """LitData ``optimize`` chunks of 64 MB, in input order (one writer)."""
+def write_litdata(folder: Path, images: int, out: Path, chunk_bytes: int | str = "64MB") -> None:
+    """LitData ``optimize`` chunks of ``chunk_bytes``, in input order (one writer)."""
     if _fresh(out):
         import litdata
 
@@ -174,19 +163,22 @@ def write_litdata(folder: Path, images: int, out: Path) -> None:
             fn=_litdata_item,
             inputs=[(str(folder), i) for i in range(images)],
             output_dir=str(out),
-            chunk_bytes="64MB",
+            chunk_bytes=chunk_bytes,
             num_workers=1,
             mode="overwrite",
         )
         (out / ".done").touch()
 
 
-def write_mosaic(folder: Path, images: int, out: Path) -> None:
-    """Mosaic ``MDSWriter`` shards of 64 MB (the default size limit), no compression."""
+def write_mosaic(folder: Path, images: int, out: Path, chunk_bytes: int = CHUNK_BYTES) -> None:
+    """Mosaic ``MDSWriter`` shards of ``chunk_bytes`` (its default limit), no compression."""
     if _fresh(out):
         from systems import mosaic
 
-        mosaic.write(out, mosaic_samples(folder, images), CHUNK_BYTES)
+        samples = (
+            {"jpg": read_jpeg(folder, i), "label": label_of(i), "id": i} for i in range(images)
+        )
+        mosaic.write(out, samples, chunk_bytes)
         (out / ".done").touch()
 
 
@@ -195,12 +187,6 @@ def folder_bytes(path: Path) -> int:
     if not path.exists():
         return 0
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def mosaic_samples(folder: Path, images: int) -> Iterator[dict[str, Any]]:
-    """The MDS samples of the first ``images`` JPEGs: ``jpg``, ``label``, ``id``."""
-    for i in range(images):
-        yield {"jpg": read_jpeg(folder, i), "label": label_of(i), "id": i}
 
 
 def work(jpeg: Any, label: Any, ident: Any) -> tuple[Any, int, int]:

@@ -1,34 +1,8 @@
 """W6: ImageNet-like JPEGs from object storage against LitData, MosaicML Streaming, WebDataset.
 
-4,096 generated JPEGs (40-100 KB, fixed seed; ``w6_data``) written in each system's own
-format: WebDataset ``ShardWriter`` tars (256 samples each; aioloader's ``TarShards`` reads
-the same tars, with its index prebuilt or built on the fly), LitData ``optimize`` chunks
-and Mosaic ``MDSWriter`` shards (64 MB each). All are uploaded to one SeaweedFS server on
-loopback and read through a relay that delays every request by 20 ms (a remote store), and
-directly. Every system decodes with Pillow, resizes to 224x224, normalises to float32 CHW
-and batches 64, in its best documented configuration for 2 cores (``w6_systems`` says how).
-
-Per row and round, in a fresh child process with empty local caches: images/s over one
-cold epoch (loader construction included), time to the first batch, time to the first batch
-after resuming at 75% of the epoch with the system's own mechanism, requests and bytes per
-epoch (counted by the relay, so on the +20 ms rows only), local disk used (cache folders at
-the end of the epoch; aioloader's prebuilt index), the S3 server's CPU seconds per 1,000
-images (``/proc/<weed>/stat`` utime + stime around the epoch) and whether the epoch gave
-each sample exactly once. Sample 17's tensor must equal ``preprocess`` of its JPEG in every
-row, every round (the warm-up round included, so before any timed round).
-
-Peers: ``webdataset==1.0.2`` comes with the ``bench`` extra. LitData and Mosaic both
-require torchvision, whose only wheels for torch 2.13 are CUDA builds (pip would replace
-the CPU torch with a CUDA one), so install them without dependencies and add what they
-use by hand::
-
-    pip install --no-deps litdata==0.2.76 mosaicml-streaming==0.13.0
-    pip install lightning-utilities tifffile filelock requests boto3 xxhash zstd \
-        python-snappy Brotli catalogue tqdm
-
-``systems.mosaic.import_streaming`` stubs the torchvision and transformers names Mosaic imports
-but never uses here; LitData only imports torchvision for image serializers W6 does not
-use (it stores raw JPEG bytes). A missing peer gives a "not installed" row.
+W6's data (``w6_data``) in each system's own format on SeaweedFS, read through the +20 ms
+relay and directly; every row runs in a fresh child process (``w6_systems``) per round.
+docs/benchmarks.md (W6) gives the rows, the measures and how to install the peers.
 """
 
 from __future__ import annotations
@@ -36,12 +10,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -50,13 +21,12 @@ from typing import Any
 
 import harness
 from harness import Case
+from storage import Relay, Rig, missing, start
 from systems.s3spec import peer_env
 
 from workloads import w6_data
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-DELAY = 0.020
 CHILD_TIMEOUT = 600.0
 
 
@@ -82,87 +52,21 @@ class Row:
     requires: tuple[str, ...] = ()
 
 
-def available(log: Callable[[str], None]) -> bool:
-    """Whether W6 can run at all here (the weed binary, Pillow, obstore)."""
-    return harness.can_run("W6", ("obstore", "PIL"), log, weed=True)
-
-
-def missing(modules: tuple[str, ...]) -> list[str]:
-    """The modules of ``modules`` that are not installed."""
-    return [m for m in modules if importlib.util.find_spec(m) is None]
-
-
-# -- the server side --------------------------------------------------------------------
-class Relay:
-    """``tests._support.proxy --relay`` in its own process; counters over its stdin."""
-
-    def __init__(self, upstream: str, delay: float) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests._support.proxy",
-                upstream,
-                "--delay",
-                str(delay),
-                "--uvloop",
-                "--relay",
-            ],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.endpoint = self.process.stdout.readline().strip()
-        if not self.endpoint.startswith("http://127.0.0.1:"):
-            self.process.kill()
-            raise RuntimeError(f"the latency relay did not start (said {self.endpoint!r})")
-
-    def counters(self) -> dict[str, int]:
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.process.stdin.write("stats\n")
-        self.process.stdin.flush()
-        return dict(json.loads(self.process.stdout.readline()))
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(10)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid``, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def upload(store: Any, folder: Path, prefix: str) -> list[str]:
-    """Put every file under ``folder`` at ``prefix/relative path``; returns the keys."""
-    import obstore
-
-    keys = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != ".done"):
-        key = f"{prefix}/{path.relative_to(folder).as_posix()}"
-        obstore.put(store, key, path.read_bytes())
-        keys.append(key)
-    return keys
-
-
 # -- cases ------------------------------------------------------------------------------
-def prepare(cfg: W6Config, log: Callable[[str], None]) -> dict[str, Any]:
+def prepare(cfg: W6Config, log: Callable[[str], None]) -> dict[str, Path]:
     """Generate (or reuse) the images and every format; returns their folders."""
     root = w6_data.cache_dir(cfg.images, cfg.seed)
     log(f"  W6: images and formats under {root} (generated once)")
     folder = w6_data.generate(root, cfg.images, cfg.seed)
-    prepared: dict[str, Any] = {"root": root, "jpeg": folder}
-    prepared["wds"] = w6_data.write_webdataset(folder, cfg.images, root / "wds")
+    w6_data.write_webdataset(folder, cfg.images, root / "wds")
+    formats = {"jpeg": folder, "wds": root / "wds"}
     if not missing(("litdata",)):
         w6_data.write_litdata(folder, cfg.images, root / "litdata")
+        formats["litdata"] = root / "litdata"
     if not missing(("streaming",)):
         w6_data.write_mosaic(folder, cfg.images, root / "mds")
-    return prepared
+        formats["mds"] = root / "mds"
+    return formats
 
 
 def rows(cfg: W6Config, keys: list[str], index_dir: str, dataset_bytes: int) -> list[Row]:
@@ -273,40 +177,17 @@ def rows(cfg: W6Config, keys: list[str], index_dir: str, dataset_bytes: int) -> 
 
 def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
     """Prepare the data, start the server and the relay (stopped by ``stack``), build rows."""
-    from tests._support.s3 import SeaweedServer
-
-    prepared = prepare(cfg, log)
-    server = stack.enter_context(SeaweedServer(bucket="w6-bench"))
-    info = server.info
-    store = info.store(max_retries=2)
-    keys = upload(store, prepared["root"] / "wds", "wds")
-    for name in ("litdata", "mds"):
-        if (prepared["root"] / name / ".done").exists():
-            upload(store, prepared["root"] / name, name)
-    log(f"  W6: uploaded {len(keys)} WebDataset shards and the peers' formats")
-    index_dir = tempfile.mkdtemp(prefix="aioloader-w6-index-")
-    stack.callback(shutil.rmtree, index_dir, ignore_errors=True)
-    import aioloader
-
-    aioloader.TarShards(keys, store, index_dir=index_dir)  # the prebuilt index
-    relay = Relay(info.endpoint, DELAY)
-    stack.callback(relay.close)
-    assert server._process is not None
-    weed_pid = server._process.pid
-    reference = hashlib.sha256(
-        w6_data.preprocess(w6_data.read_jpeg(prepared["jpeg"], 17)).tobytes()
-    ).hexdigest()
-    credentials = {
-        "bucket": info.bucket,
-        "access_key_id": info.access_key_id,
-        "secret_access_key": info.secret_access_key,
-        "region": info.region,
-    }
-    dataset_bytes = w6_data.dataset_bytes(prepared["jpeg"])
+    formats = prepare(cfg, log)
+    others = {k: formats[k] for k in ("litdata", "mds") if k in formats}
+    rig = start(stack, "w6-bench", ("wds", formats["wds"]), others)
+    log(f"  W6: uploaded {len(rig.keys)} WebDataset shards and the peers' formats")
+    probe = w6_data.preprocess(w6_data.read_jpeg(formats["jpeg"], 17))
+    reference = hashlib.sha256(probe.tobytes()).hexdigest()
+    dataset_bytes = w6_data.dataset_bytes(formats["jpeg"])
     out = []
-    for row in rows(cfg, keys, index_dir, dataset_bytes):
-        endpoint = relay.endpoint if row.path == "+20 ms" else info.endpoint
-        spec = {**row.spec, **credentials, "endpoint": endpoint}
+    for row in rows(cfg, rig.keys, rig.index_dir, dataset_bytes):
+        relayed = row.path == "+20 ms"
+        spec = {**row.spec, **rig.spec(rig.relay.endpoint if relayed else rig.info.endpoint)}
         spec["scratch"] = str(Path(tempfile.gettempdir()) / f"aioloader-w6-run-{os.getpid()}")
         case = Case(
             workload="W6",
@@ -318,30 +199,24 @@ def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack
             note=row.note,
             compare_to=f"{row.path}: WebDataset, {cfg.workers} workers",
         )
-        case.facts["shards"] = len(keys)
+        case.facts["shards"] = len(rig.keys)
         absent = missing(row.requires)
         if absent:
             case.error = f"not installed: {', '.join(absent)}"
         else:
-            case.measure = _measure(
-                case, spec, relay if row.path == "+20 ms" else None, weed_pid, reference, cfg.images
-            )
+            case.measure = _measure(case, spec, rig, relayed, reference, cfg.images)
         out.append(case)
     return out
 
 
 def _measure(
-    case: Case,
-    spec: dict[str, Any],
-    relay: Relay | None,
-    weed_pid: int,
-    reference: str,
-    images: int,
+    case: Case, spec: dict[str, Any], rig: Rig, relayed: bool, reference: str, images: int
 ) -> Callable[[], float]:
+    relay = rig.relay if relayed else None
     runs: dict[str, list[Any]] = {}
 
     def measure() -> float:
-        result, counted = run_child(spec, relay, weed_pid)
+        result, counted = run_child(spec, relay, rig.weed_pid)
         if result["probe"] != reference:
             raise AssertionError(
                 f"sample 17's tensor differs from preprocess() of its JPEG "
@@ -385,13 +260,12 @@ def run_child(
     marks: dict[str, dict[str, float]] = {}
 
     def on_mark(name: str) -> None:
-        counters: dict[str, float] = {"cpu": cpu_seconds(weed_pid)}
-        if relay is not None:
-            counters.update(relay.counters())
-        marks[name] = counters
+        marks[name] = {"cpu": harness.cpu_seconds(weed_pid), **(relay.counters() if relay else {})}
 
     command = [sys.executable, str(HERE / "w6_systems.py"), json.dumps(spec)]
-    result, _, code = harness.run_child(command, peer_env(spec), ROOT, CHILD_TIMEOUT, on_mark)
+    result, _, code = harness.run_child(
+        command, peer_env(spec), HERE.parents[1], CHILD_TIMEOUT, on_mark
+    )
     if result is None or set(marks) != {"start", "epoch"}:
         raise RuntimeError(f"the {spec['system']} child ended with code {code}")
     start, end = marks["start"], marks["epoch"]
@@ -513,6 +387,6 @@ def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any
     """W6's cases and notes (left out, and said so, without weed, Pillow or obstore)."""
     cfg = W6Config(images=512, direct=False) if quick else W6Config()
     log("W6: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
-    if not available(log):
+    if not harness.can_run("W6", ("obstore", "PIL"), log, weed=True):
         return [], ["Left out: SeaweedFS (`weed`), Pillow or obstore is missing."]
     return cases(cfg, log, stack), NOTES + ([f"Quick run: {cfg}."] if quick else [])

@@ -1,39 +1,14 @@
-"""W6's systems, each run in a fresh child process: one cold epoch, then a resume at 75%.
+"""W6's child: one row, once, in a fresh process: a cold epoch, then a resume at 75%.
 
-``python benchmarks/workloads/w6_systems.py SPEC_JSON`` runs one row once. Each system gets a fresh
-process so that no state leaks between rows (Mosaic's shared memory, an obstore runtime
-started before a fork, imported modules). The child talks to its parent on stdout:
-``MARK start`` (before the loader is built) and ``MARK epoch`` (after the epoch), each
-answered by a line on stdin once the parent has read the relay's counters and the S3
-server's CPU time, then ``RESULT {json}``. Logs go to stderr.
-
-Every system runs ``w6_data.preprocess`` on each JPEG (Pillow decode, resize 224x224,
-normalise, CHW float32) and ``w6_data.collate`` on each batch of 64; every loader shuffles.
-
-- WebDataset: ``WebDataset(presigned http URLs, shardshuffle, split_by_worker)
-  .shuffle(1000).map(...).batched(64)`` in a torch DataLoader (``batch_size=None``). It
-  has no resume: the resume row rebuilds the pipeline and skips 75% of each worker's
-  samples before the per-sample work (it still downloads them), and its order after the
-  skip is not the uninterrupted run's.
-- LitData: ``StreamingDataset(s3://..., shuffle=True, transform=...)`` in a
-  ``StreamingDataLoader``; resume: its ``state_dict`` taken after 48 batches of the epoch,
-  ``load_state_dict`` on a fresh loader with an empty cache. Its obstore client options
-  get ``allow_http`` (loopback is plain http; real S3 is https).
-- Mosaic: ``StreamingDataset`` subclass whose ``__getitem__`` does the work, in its
-  ``StreamingDataLoader``; a ``worker_init_fn`` drops the boto3 client inherited over fork
-  (without it workers stall for about 60 s and now and then read a corrupted shard).
-  Resume: ``state_dict`` after 48 batches, ``load_state_dict`` on a fresh dataset.
-- aioloader: ``TarShards`` over the WebDataset shards (prebuilt index or built on the
-  fly) in ``DataLoader(workers=2, max_inflight_reads=R)``; resume: ``load_state_dict``.
+``python benchmarks/workloads/w6_systems.py SPEC_JSON``; it speaks ``harness.run_child``'s
+protocol (``MARK start`` before the loader is built, ``MARK epoch`` after the epoch, then
+``RESULT {json}``). docs/benchmarks.md (W6) says how each system is set up and resumed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
-import json
-import os
 import shutil
 import sys
 import time
@@ -53,10 +28,6 @@ from systems import litdata, mosaic, webdataset  # noqa: E402
 from workloads import w6_data  # noqa: E402
 
 PROBE = 17  # the sample whose tensor every system must produce bit for bit
-
-
-def _log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 class Epoch:
@@ -81,10 +52,13 @@ class Epoch:
 
 
 # -- the systems ------------------------------------------------------------------------
-def _peer_loader(spec: dict[str, Any], cache: Path) -> Any:
-    """LitData's or Mosaic's ``StreamingDataLoader`` of the row."""
-    make = litdata.loader if spec["system"] == "litdata" else mosaic.loader
-    return make(spec, cache, w6_data.work, w6_data.collate_items)
+def peer_loader(spec: dict[str, Any], cache: Path, cache_bytes: int | None = None) -> Any:
+    """LitData's or Mosaic's ``StreamingDataLoader`` of the row (local cache bounded by
+    ``cache_bytes``: LitData's ``max_cache_size``, Mosaic's ``cache_limit``)."""
+    work, collate = w6_data.work, w6_data.collate_items
+    if spec["system"] == "litdata":
+        return litdata.loader(spec, cache, work, collate, max_cache_size=cache_bytes)
+    return mosaic.loader(spec, cache, work, collate, cache_limit=cache_bytes)
 
 
 def _aioloader_parts(spec: dict[str, Any]) -> tuple[Any, Any]:
@@ -117,7 +91,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         for batch in webdataset.batches(spec, w6_data.work, w6_data.collate_items):
             epoch.take(batch)
     elif system in ("litdata", "mosaic"):
-        loader = _peer_loader(spec, scratch / "cache")
+        loader = peer_loader(spec, scratch / "cache")
         for batch in loader:
             epoch.take(batch)
             if epoch.batches == resume_step:
@@ -174,7 +148,7 @@ def _resume(spec: dict[str, Any], state: Any, resume_step: int) -> tuple[float, 
     if system in ("litdata", "mosaic"):
         if state is None:
             raise RuntimeError(f"{system}: no state_dict was taken at step {resume_step}")
-        loader = _peer_loader(spec, scratch)
+        loader = peer_loader(spec, scratch)
         loader.load_state_dict(state)
         for _ in loader:
             first = time.perf_counter() - started
@@ -192,13 +166,5 @@ def _resume(spec: dict[str, Any], state: Any, resume_step: int) -> tuple[float, 
     return aioloader_system.run_async(first_batch), "DataLoader.load_state_dict"
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    with contextlib.redirect_stdout(sys.stderr):  # only the protocol lines go to stdout
-        result = run(spec)
-    harness.child_say("RESULT " + json.dumps(result))
-    os._exit(0)  # worker processes and portal threads of the peers end with us
-
-
 if __name__ == "__main__":
-    main()
+    harness.child_main(run)

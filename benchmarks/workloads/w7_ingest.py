@@ -1,59 +1,9 @@
 """W7: web ingestion, 10,000 URLs of JPEGs to WebDataset shards: aioloader vs img2dataset.
 
-The server (``tests/_support/image_server.py``) runs in its own process on loopback: 64
-generated JPEGs of 320..640 x 288..480 pixels (35-115 KB), every answer 50 ms late, and 2 %
-of the URLs failing the same way for every client and every run (chosen by a hash of the
-path): 0.5 % each of 404, 503, connection reset (RST) and a body that stalls halfway (the
-client's 2 s read timeout fires); 1 % more send their body slowly (4 pieces over 0.3 s)
-and succeed. Both systems get the same URL list (a text file, one URL a line).
-
-Same work per image in both: decode, shorter side to 256 with area averaging (OpenCV
-``INTER_AREA`` in img2dataset, Pillow's box filter in aioloader), centre crop 256 x 256,
-JPEG quality 95 (img2dataset's ``resize_mode="center_crop"``; ``ImageOptions(size=256,
-resize_mode="center_crop", quality=95, reduced_decode=False)``): both decode every pixel
-(aioloader's default decodes a JPEG at a reduced DCT scale when it is at least twice the
-target, which no served image is, shorter sides being 288..480; it is off here all the
-same). Outputs differ by the filters' rounding and the two JPEG encoders (the mean
-absolute pixel difference of the same URL is reported).
-
-Settings, each the best measured for 2 cores on this machine (loaded by other work, so
-single runs vary by +-30 %):
-- img2dataset 1.47.0: ``download(processes_count=2, thread_count=64,
-  number_sample_per_shard=5000, output_format="webdataset", timeout=2, retries=0,
-  compute_hash=None, extract_exif=False)``, the multiprocessing distributor. Hash and EXIF
-  are off (less work for it); ``incremental_mode`` stays "incremental" on an empty folder
-  ("overwrite" deletes the ``_tmp`` folder it has just made in 1.47.0 and fails). Sweep
-  (10,000 URLs, seconds per run): 64 threads 32 s with 5,000 per shard vs 46 s with
-  1,000; 256 threads 39 s / 77 s; later, at a higher load, 16 / 32 / 64 threads with
-  5,000 per shard 53 / 51 / 49 s. One shard per process avoids its per-shard restarts.
-- aioloader: ``ingest(urls, out, image=..., threads=2, shard_samples=5000,
-  fetcher=HttpFetcher(max_in_flight=64, max_per_host=64, read_timeout=2,
-  retry=RetryPolicy(max_attempts=1)))`` on uvloop. One attempt, like img2dataset's
-  ``retries=0``: the faults are permanent, so a retry only adds time. (in flight, threads)
-  = (64, 2), (64, 4), (128, 8) differed by less than the run-to-run noise (two
-  interleaved rounds: 140-211 images/s); 64 in flight is far above the latency bound
-  needed (64 / 50 ms = 1,280 requests/s).
-- aioloader in 2 processes: the URL list cut in halves, ``ingest(..., start=, stop=)`` in
-  each of 2 spawned processes (32 in flight, 1 thread each) into ``part-0000i/``, then
-  ``merge_parts``: the split ``ingest_on_ray`` makes, without Ray. Its spawns and imports
-  are inside the timing, as img2dataset's are.
-
-Each run is a fresh child process (``python benchmarks/workloads/w7_ingest.py child ...``), timed
-inside around the ingestion call (imports excluded for both; img2dataset's worker spawns
-are part of its call: about 8 CPU-seconds, measured on a 200-URL run). Images/s =
-successful images / wall seconds. CPU ms/image counts every process of the run (the child
-and its children, not the server) per successful image: on a machine other work loads, it
-is the figure that does not depend on each system's share of the cores.
-
-Checks, on every run: the successes and the failures by reason, per URL, equal what the
-server's fate table says. On the first run of each system: the shards are read by
-``webdataset.WebDataset`` and by ``aioloader.sources.TarShards`` (sample counts), 100
-images are decoded (256 x 256) and compared with the other system's image of the same URL.
-
-Install: ``pip install img2dataset==1.47.0`` installs cleanly from wheels (it brings
-pandas, pyarrow, opencv-python-headless, albumentations 1.4, wandb, webdataset, fsspec;
-torch is untouched), so it is in the ``bench`` extra. ``NO_ALBUMENTATIONS_UPDATE=1`` stops
-albumentations from checking for a newer version over the network; wandb stays off.
+The image server (``tests/_support/image_server.py``, +50 ms, 2 % faults) on loopback, the
+same URL list and the same resize work for both systems, each run a fresh child process
+(``python benchmarks/workloads/w7_ingest.py child ...``) checked URL by URL against the
+server's fate table. docs/benchmarks.md (W7) gives the settings, sweeps and checks.
 """
 
 from __future__ import annotations

@@ -1,51 +1,16 @@
 """W8: multi-epoch training with a cache smaller than the dataset (issues 20 and 25).
 
-Data: W6's generated JPEGs (``w6_data``; 4,096 of 40-100 KB by default) written in each
-system's own format cut into about 32 shards (4,096 images: 128 samples per tar shard, about
-9 MB; ``MDSWriter(size_limit)`` and LitData ``chunk_bytes`` of the same size): MosaicML
-Streaming refuses a ``cache_limit`` under four shards, so W6's 64 MB shards would not fit a
-25% cache. Everything
-is uploaded to one SeaweedFS server on loopback and read through
-``tests._support.proxy --relay``, which adds 20 ms per request and counts the requests and
-the bytes it relays to the client: the bytes "from storage" below (HTTP headers included).
-
-Per row, in a fresh child process with empty local caches: three epochs on one loader,
-after a warm-up round that runs one epoch and checks its samples (see below) before any
-timed run;
-``w6_data.preprocess`` on every JPEG (Pillow decode, resize 224, normalise) and batches of
-64. The child stops at each epoch boundary while the parent reads the relay's counters, so
-bytes and requests are per epoch (read-ahead across a boundary counts in the epoch in which
-it happens). Images/s per epoch: samples / seconds of that epoch (epoch 1 includes building
-the loader).
-
-Rows (a cache of 25% and of 50% of the dataset, ``cache = int(fraction x dataset bytes)``,
-dataset bytes being the system's own stored bytes):
-
-- aioloader memory tier: ``TarShards(cache=<cache>)`` with ``ShuffledSampler`` and with
-  ``BlockShuffledSampler(window=4)``; ``DataLoader(workers=2)``.
-- aioloader disk tier: the same with the cache's disk tier, when this aioloader has one
-  (``disk_dir``/``disk_bytes`` on the cache); otherwise each row is listed and says why
-  it is missing. ``aioloader_cache`` is the one place that builds the cache.
-- MosaicML Streaming ``cache_limit`` and LitData ``max_cache_size``, both on local disk.
-- WebDataset, no cache, for scale (shard shuffle, ``shuffle(1000)``).
-
-The optimum for epochs 2 and later is known: with a cache of ``C`` bytes over a dataset of
-``D`` bytes read whole each epoch, no policy fetches fewer than ``D - C`` bytes. The table
-gives every epoch's bytes over ``D`` and, for epochs 2+, over ``D - C``.
-
-Every epoch of every row must deliver each sample exactly once (the multiset of ids), and
-every sample's decoded tensor (its CRC-32) must be the same in every row and epoch; sample
-checksums are anchored by ``preprocess`` of a few JPEGs computed in the parent. A row that
-breaks this fails. Peers: see ``w6_object_storage`` (``--no-deps`` installs, stubs).
-
-``python benchmarks/workloads/w8_cache.py SPEC_JSON`` runs one row (the child).
+W6's JPEGs in about 32 shards per format, read through the +20 ms relay for three epochs on
+one loader with a cache of 25% and 50% of the dataset; the relay counts bytes and requests
+per epoch, against the known optimum ``dataset - cache``. docs/benchmarks.md (W8) gives the
+rows and the checks. ``python benchmarks/workloads/w8_cache.py SPEC_JSON`` runs one row (the
+child).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import itertools
 import json
 import os
@@ -65,11 +30,14 @@ for _path in (HERE.parent, ROOT):  # harness, systems, workloads; tests._support
         sys.path.insert(0, str(_path))
 
 import harness  # noqa: E402
+from harness import Case  # noqa: E402
+from storage import missing, start  # noqa: E402
 from systems import aioloader as aioloader_system  # noqa: E402
+from systems.s3spec import peer_env  # noqa: E402
 
 from workloads import w6_data  # noqa: E402
+from workloads.w6_systems import peer_loader  # noqa: E402
 
-DELAY = 0.020
 ANCHORS = (0, 17, 1000, 4095)  # samples whose tensors the parent computes itself
 NOTES = [
     "Bytes and requests are counted at the relay in front of SeaweedFS, per epoch (the "
@@ -116,7 +84,6 @@ class Row:
     spec: dict[str, Any]
     note: str
     requires: tuple[str, ...] = ()
-    missing_because: str | None = None
 
 
 # -- the byte accounting (pure) -----------------------------------------------------------
@@ -158,93 +125,20 @@ def epoch_facts(
     return facts
 
 
-# -- data -----------------------------------------------------------------------------------
-def _fresh(path: Path) -> bool:
-    if (path / ".done").exists():
-        return False
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return True
-
-
-def write_tars(folder: Path, images: int, per_shard: int, out: Path) -> list[Path]:
-    """WebDataset tars of ``per_shard`` samples: ``jpg``, ``cls``, ``id`` members."""
-    if _fresh(out):
-        import webdataset as wds
-
-        pattern = str(out / "shard-%06d.tar")
-        with wds.ShardWriter(pattern, maxcount=per_shard, verbose=0) as writer:
-            for i in range(images):
-                jpeg = w6_data.read_jpeg(folder, i)
-                writer.write(
-                    {"__key__": f"{i:06d}", "jpg": jpeg, "cls": w6_data.label_of(i), "id": i}
-                )
-        (out / ".done").touch()
-    return sorted(out.glob("shard-*.tar"))
-
-
-def write_mosaic(folder: Path, images: int, out: Path, chunk_bytes: int) -> None:
-    """Mosaic MDS shards of ``chunk_bytes`` (``cache_limit`` must hold four of them)."""
-    if _fresh(out):
-        from systems import mosaic
-
-        mosaic.write(out, w6_data.mosaic_samples(folder, images), chunk_bytes)
-        (out / ".done").touch()
-
-
-def write_litdata(folder: Path, images: int, out: Path, chunk_bytes: int) -> None:
-    """LitData chunks of ``chunk_bytes``, in input order."""
-    if _fresh(out):
-        import litdata
-
-        litdata.optimize(
-            fn=w6_data_item,
-            inputs=[(str(folder), i) for i in range(images)],
-            output_dir=str(out),
-            chunk_bytes=chunk_bytes,
-            num_workers=1,
-            mode="overwrite",
-        )
-        (out / ".done").touch()
-
-
-def w6_data_item(args: tuple[str, int]) -> dict[str, Any]:
-    folder, i = args
-    return {"id": i, "label": w6_data.label_of(i), "jpg": w6_data.read_jpeg(Path(folder), i)}
-
-
-def stored_bytes(folder: Path) -> int:
-    """Bytes uploaded from ``folder`` (every file but the ``.done`` marker)."""
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != ".done")
-
-
 # -- aioloader: the one place that builds the cache (adapt here when the API changes) -----
-def disk_tier_missing() -> str | None:
-    """Why this aioloader has no disk tier (None when its cache takes ``disk_dir``)."""
-    found = aioloader_system.known_future_cache()
-    if found is None:
-        return "this aioloader has no KnownFutureCache"
-    parameters = inspect.signature(found).parameters
-    if "disk_dir" in parameters and "disk_bytes" in parameters:
-        return None
-    return f"no disk tier in this aioloader (its cache takes {', '.join(parameters)})"
-
-
 def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
     """A cache of ``max_bytes`` in ``tier`` ("memory" or "disk", the latter under scratch)."""
-    found = aioloader_system.known_future_cache()
+    from aioloader.sources import KnownFutureCache
+
     # Everything the cache may hold counts against the row's budget, as the peers' caches
     # do: a quarter of it is the read-ahead buffer (bytes fetched before their step), the
     # rest the tier that keeps samples across epochs.
     readahead = max_bytes // 4
     kept = max_bytes - readahead
     if tier == "memory":
-        return found(max_bytes=kept, readahead_bytes=readahead)
-    why = disk_tier_missing()
-    if why is not None:
-        raise RuntimeError(why)
+        return KnownFutureCache(max_bytes=kept, readahead_bytes=readahead)
     # the disk tier keeps the samples; memory holds only a batch's worth in passing
-    return found(
+    return KnownFutureCache(
         max_bytes=1 << 20,
         readahead_bytes=readahead,
         disk_dir=str(scratch / "disk"),
@@ -263,34 +157,34 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
     """Every row: aioloader (memory, disk), then the peers (when ``cfg.peers``)."""
     common = {"images": cfg.images, "batch": cfg.batch, "seed": cfg.seed, "epochs": cfg.epochs}
     common["workers"] = cfg.workers
+
+    def spec(system: str, fraction: float | None, stored: str, **extra: Any) -> dict[str, Any]:
+        size = sizes.get(stored, 0)  # a format a missing peer could not write is never read
+        cached = {} if fraction is None else {"cache_bytes": cache_bytes(fraction, size)}
+        return {
+            **common,
+            "system": system,
+            "fraction": fraction,
+            "dataset_bytes": size,
+            **cached,
+            **extra,
+        }
+
+    tars = {"keys": keys, "index_dir": index_dir, "inflight": cfg.inflight}
     out: list[Row] = []
-    disk_missing = disk_tier_missing()
     for fraction in cfg.fractions:
         for tier in ("memory", "disk"):
             for sampler, label in (
                 ("block", "BlockShuffledSampler(window=4)"),
                 ("global", "ShuffledSampler"),
             ):
-                spec = {
-                    **common,
-                    "system": "aioloader",
-                    "tier": tier,
-                    "sampler": sampler,
-                    "fraction": fraction,
-                    "cache_bytes": cache_bytes(fraction, sizes["tar"]),
-                    "dataset_bytes": sizes["tar"],
-                    "keys": keys,
-                    "index_dir": index_dir,
-                    "inflight": cfg.inflight,
-                }
                 out.append(
                     Row(
                         f"aioloader {tier} tier {fraction:.0%}, {label}",
                         "aioloader",
-                        spec,
+                        spec("aioloader", fraction, "tar", tier=tier, sampler=sampler, **tars),
                         f"TarShards(cache=KnownFutureCache, {tier} tier), {label}, "
                         f"DataLoader(workers={cfg.workers})",
-                        missing_because=disk_missing if tier == "disk" else None,
                     )
                 )
     if not cfg.peers:
@@ -300,14 +194,7 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
             Row(
                 f"MosaicML Streaming cache_limit {fraction:.0%}",
                 "mosaic",
-                {
-                    **common,
-                    "system": "mosaic",
-                    "prefix": "mds",
-                    "fraction": fraction,
-                    "cache_bytes": cache_bytes(fraction, sizes["mds"]),
-                    "dataset_bytes": sizes["mds"],
-                },
+                spec("mosaic", fraction, "mds", prefix="mds"),
                 "StreamingDataset(cache_limit, shuffle=True) + StreamingDataLoader, local disk",
                 ("streaming", "torch", "boto3"),
             )
@@ -316,14 +203,7 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
             Row(
                 f"LitData max_cache_size {fraction:.0%}",
                 "litdata",
-                {
-                    **common,
-                    "system": "litdata",
-                    "prefix": "litdata",
-                    "fraction": fraction,
-                    "cache_bytes": cache_bytes(fraction, sizes["litdata"]),
-                    "dataset_bytes": sizes["litdata"],
-                },
+                spec("litdata", fraction, "litdata", prefix="litdata"),
                 "StreamingDataset(max_cache_size, shuffle=True) + StreamingDataLoader, local disk",
                 ("litdata", "torch"),
             )
@@ -332,13 +212,7 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
         Row(
             "WebDataset, no cache",
             "webdataset",
-            {
-                **common,
-                "system": "webdataset",
-                "keys": keys,
-                "fraction": None,
-                "dataset_bytes": sizes["tar"],
-            },
+            spec("webdataset", None, "tar", keys=keys),
             "WebDataset(shardshuffle).shuffle(1000), torch DataLoader, presigned URLs",
             ("webdataset", "torch", "boto3"),
         )
@@ -347,15 +221,8 @@ def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) 
 
 
 # -- the parent -------------------------------------------------------------------------------
-def available(log: Callable[[str], None]) -> bool:
-    """Whether W8 can run here (weed, Pillow, obstore, webdataset to write the tars)."""
-    return harness.can_run("W8", ("obstore", "PIL", "webdataset"), log, weed=True)
-
-
 def prepare(cfg: W8Config, log: Callable[[str], None]) -> dict[str, Path]:
     """The images (W6's, cached) and every format at W8's shard size; returns the folders."""
-    from workloads.w6_object_storage import missing
-
     root = w6_data.cache_dir(cfg.images, cfg.seed)
     folder = w6_data.generate(root, cfg.images, cfg.seed)
     log(f"  W8: images and formats under {root}")
@@ -363,12 +230,12 @@ def prepare(cfg: W8Config, log: Callable[[str], None]) -> dict[str, Path]:
     chunk_bytes = -(-w6_data.dataset_bytes(folder) // cfg.shards) + 4096  # about one tar shard
     w8 = root / f"w8-{cfg.shards}"
     formats = {"jpeg": folder, "tar": w8 / "tar"}
-    write_tars(folder, cfg.images, per_shard, w8 / "tar")
+    w6_data.write_webdataset(folder, cfg.images, w8 / "tar", per_shard)
     if cfg.peers and not missing(("streaming",)):
-        write_mosaic(folder, cfg.images, w8 / "mds", chunk_bytes)
+        w6_data.write_mosaic(folder, cfg.images, w8 / "mds", chunk_bytes)
         formats["mds"] = w8 / "mds"
     if cfg.peers and not missing(("litdata",)):
-        write_litdata(folder, cfg.images, w8 / "litdata", chunk_bytes)
+        w6_data.write_litdata(folder, cfg.images, w8 / "litdata", chunk_bytes)
         formats["litdata"] = w8 / "litdata"
     return formats
 
@@ -407,8 +274,6 @@ def run_child(
     spec: dict[str, Any], relay: Any, timeout: float
 ) -> tuple[dict[str, Any], list[dict[str, float]]]:
     """One row in a fresh process: its result and the relay's counters at every mark."""
-    from systems.s3spec import peer_env
-
     marks: list[dict[str, float]] = []
 
     def on_mark(_: str) -> None:
@@ -441,41 +306,17 @@ def per_epoch(marks: list[dict[str, float]], images: int) -> list[dict[str, floa
 
 def cases(cfg: W8Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Any]:
     """Prepare the data, start the server and the relay (stopped by ``stack``), build rows."""
-    from harness import Case
-
-    from tests._support.s3 import SeaweedServer
-    from workloads.w6_object_storage import Relay, missing, upload
-
     formats = prepare(cfg, log)
-    server = stack.enter_context(SeaweedServer(bucket="w8-bench"))
-    info = server.info
-    store = info.store(max_retries=2)
-    keys = upload(store, formats["tar"], "tar")
-    sizes = {"tar": stored_bytes(formats["tar"])}
-    for name in ("mds", "litdata"):
-        if name in formats:
-            upload(store, formats[name], name)
-            sizes[name] = stored_bytes(formats[name])
-    index_dir = tempfile.mkdtemp(prefix="aioloader-w8-index-")
-    stack.callback(shutil.rmtree, index_dir, ignore_errors=True)
-    import aioloader
-
-    aioloader.TarShards(keys, store, index_dir=index_dir)  # indices prebuilt, as in W6
-    relay = Relay(info.endpoint, DELAY)
-    if relay.process.stdout is not None:  # after close (callbacks run last-in first-out)
-        stack.callback(relay.process.stdout.close)
-    stack.callback(relay.close)
-    log(f"  W8: {len(keys)} tar shards ({sizes['tar']:,} bytes) and the peers' formats uploaded")
+    others = {k: formats[k] for k in ("mds", "litdata") if k in formats}
+    rig = start(stack, "w8-bench", ("tar", formats["tar"]), others)
+    sizes = {k: w6_data.folder_bytes(formats[k]) for k in ("tar", *others)}
+    log(
+        f"  W8: {len(rig.keys)} tar shards ({sizes['tar']:,} bytes) and the peers' formats uploaded"
+    )
     checks = Checks(cfg.images, anchors(formats["jpeg"], cfg.images))
-    credentials = {
-        "bucket": info.bucket,
-        "access_key_id": info.access_key_id,
-        "secret_access_key": info.secret_access_key,
-        "region": info.region,
-        "endpoint": relay.endpoint,
-    }
+    relay, credentials = rig.relay, rig.spec(rig.relay.endpoint)
     out = []
-    for row in rows(cfg, sizes, keys, index_dir):
+    for row in rows(cfg, sizes, rig.keys, rig.index_dir):
         spec = {**row.spec, **credentials}
         spec["scratch"] = str(Path(tempfile.gettempdir()) / f"aioloader-w8-run-{os.getpid()}")
         case = Case(
@@ -488,10 +329,7 @@ def cases(cfg: W8Config, log: Callable[[str], None], stack: contextlib.ExitStack
             baseline=row.group == "webdataset",
         )
         absent = missing(row.requires)
-        if row.missing_because is not None:
-            case.error = f"row missing: {row.missing_because}"[:200]
-            log(f"  W8 {row.name}: {case.error}")
-        elif absent:
+        if absent:
             case.error = f"not installed: {', '.join(absent)}"
         else:
             case.measure = _measure(case, spec, relay, checks, cfg)
@@ -550,24 +388,14 @@ def targets(cases: list[Any]) -> list[dict[str, Any]]:
         facts = case.facts
         e1 = facts.get("e1 / dataset")
         if e1 is not None:
-            out.append(
-                {
-                    "target": f"W8: {case.system}: epoch 1 bytes <= 1.02x dataset",
-                    "measured": f"{e1:.3f}x",
-                    "met": e1 <= 1.02,
-                }
-            )
+            text = f"W8: {case.system}: epoch 1 bytes <= 1.02x dataset"
+            out.append(harness.fact_target(text, f"{e1:.3f}x", e1 <= 1.02))
         later = [v for k, v in facts.items() if k.endswith("/ optimum")]
         if later:
             bound = 1.1 if "Block" in case.system else 1.2
             worst = max(later)
-            out.append(
-                {
-                    "target": f"W8: {case.system}: epochs 2+ bytes <= {bound}x optimum",
-                    "measured": f"{worst:.3f}x (worst epoch)",
-                    "met": worst <= bound,
-                }
-            )
+            text = f"W8: {case.system}: epochs 2+ bytes <= {bound}x optimum"
+            out.append(harness.fact_target(text, f"{worst:.3f}x (worst epoch)", worst <= bound))
     for case in mine:
         if case.group == "aioloader" and "50%" in case.system and "Block" in case.system:
             theirs = next((c for c in mine if c.group == "mosaic" and "50%" in c.system), None)
@@ -576,13 +404,9 @@ def targets(cases: list[Any]) -> list[dict[str, Any]]:
             ours = sum(v for k, v in case.facts.items() if k in ("e2 MB", "e3 MB"))
             their = sum(v for k, v in theirs.facts.items() if k in ("e2 MB", "e3 MB"))
             value = ours / their if their else float("inf")
-            out.append(
-                {
-                    "target": f"W8: {case.system}: epochs 2-3 bytes <= 0.6x MosaicML's (50%)",
-                    "measured": f"{value:.2f}x ({ours:,.0f} vs {their:,.0f} MB)",
-                    "met": value <= 0.6,
-                }
-            )
+            text = f"W8: {case.system}: epochs 2-3 bytes <= 0.6x MosaicML's (50%)"
+            measured = f"{value:.2f}x ({ours:,.0f} vs {their:,.0f} MB)"
+            out.append(harness.fact_target(text, measured, value <= 0.6))
     return out
 
 
@@ -604,16 +428,6 @@ class Epochs:
         if len(self.epochs[-1]) >= self.images:
             harness.child_mark()
             self.epochs.append([])
-
-
-def _peer_loader(spec: dict[str, Any], cache: Path) -> Any:
-    """LitData's (``max_cache_size``) or Mosaic's (``cache_limit``) loader of the row."""
-    from systems import litdata, mosaic
-
-    work, collate = w6_data.work, w6_data.collate_items
-    if spec["system"] == "litdata":
-        return litdata.loader(spec, cache, work, collate, max_cache_size=spec["cache_bytes"])
-    return mosaic.loader(spec, cache, work, collate, cache_limit=spec["cache_bytes"])
 
 
 def _webdataset_epochs(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -638,7 +452,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         for batch in _webdataset_epochs(spec):
             epochs.take(batch)
     elif system in ("litdata", "mosaic"):
-        loader = _peer_loader(spec, scratch / "cache")
+        loader = peer_loader(spec, scratch / "cache", spec["cache_bytes"])
         for _ in range(spec["epochs"]):
             for batch in loader:
                 epochs.take(batch)
@@ -660,14 +474,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    with contextlib.redirect_stdout(sys.stderr):  # only the protocol lines go to stdout
-        result = run(spec)
-    harness.child_say("RESULT " + json.dumps(result))
-    os._exit(0)  # worker processes of the peers end with us
-
-
 # -- the workload, as run.py crosses it -----------------------------------------------------
 NAME = "W8"
 OPT_IN = True  # many minutes
@@ -682,10 +488,10 @@ def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any
     images = getattr(args, "w8_images", None) or 4096
     cfg = W8Config(images=512, shards=16, peers=False) if quick else W8Config(images=images)
     log("W8: generating JPEGs and formats (cached), starting SeaweedFS and the relay")
-    if not available(log):
+    if not harness.can_run("W8", ("obstore", "PIL", "webdataset"), log, weed=True):
         return [], ["Left out: SeaweedFS (`weed`), Pillow, obstore or webdataset is missing."]
     return cases(cfg, log, stack), [*NOTES, f"Settings: {cfg}."]
 
 
 if __name__ == "__main__":
-    main()
+    harness.child_main(run)

@@ -92,13 +92,7 @@ def test_a_tiny_run_of_the_aioloader_rows_adds_up(tmp_path: Path) -> None:
             "aioloader disk tier 50%, BlockShuffledSampler(window=4)",
             "aioloader disk tier 50%, ShuffledSampler",
         ]
-        disk_missing = w8.disk_tier_missing()
-        for case in cases[2:]:  # a missing tier is a row that says why, never a silent gap
-            if disk_missing is None:
-                assert case.error is None
-            else:
-                assert case.error == f"row missing: {disk_missing}"
-                assert any(disk_missing in line for line in log)
+        assert [case.error for case in cases] == [None] * 4
         block = cases[0]
         block.measure()  # the checking epoch (warm-up)
         assert block.facts == {}

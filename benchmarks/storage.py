@@ -1,0 +1,112 @@
+"""The object-storage rig of W2, W6 and W8: SeaweedFS on loopback, the +20 ms relay, uploads."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DELAY = 0.020
+
+
+def missing(modules: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` that are not installed."""
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+class Relay:
+    """``tests._support.proxy --relay`` in its own process (uvloop), delaying every request by
+    ``delay``; ``counters()`` asks it, over its stdin, for requests and bytes so far."""
+
+    def __init__(self, upstream: str, delay: float = DELAY) -> None:
+        command = [sys.executable, "-m", "tests._support.proxy", upstream, "--delay", str(delay)]
+        self.process = subprocess.Popen(
+            [*command, "--uvloop", "--relay"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.endpoint = self.process.stdout.readline().strip()
+        if not self.endpoint.startswith("http://127.0.0.1:"):
+            self.process.kill()
+            raise RuntimeError(f"the latency relay did not start (said {self.endpoint!r})")
+
+    def counters(self) -> dict[str, int]:
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.write("stats\n")
+        self.process.stdin.flush()
+        return dict(json.loads(self.process.stdout.readline()))
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def upload(store: Any, folder: Path, prefix: str) -> list[str]:
+    """Put every file under ``folder`` at ``prefix/relative path``; returns the keys."""
+    import obstore
+
+    keys = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != ".done"):
+        key = f"{prefix}/{path.relative_to(folder).as_posix()}"
+        obstore.put(store, key, path.read_bytes())
+        keys.append(key)
+    return keys
+
+
+@dataclasses.dataclass
+class Rig:
+    """A running server with the data uploaded, the tars' index saved, the relay in front."""
+
+    info: Any
+    keys: list[str]  # the tar shards' keys
+    index_dir: str  # their saved TarShards index
+    relay: Relay
+    weed_pid: int
+
+    def spec(self, endpoint: str) -> dict[str, Any]:
+        """What a row's spec needs to reach the bucket at ``endpoint``."""
+        info = self.info
+        return {
+            "bucket": info.bucket,
+            "access_key_id": info.access_key_id,
+            "secret_access_key": info.secret_access_key,
+            "region": info.region,
+            "endpoint": endpoint,
+        }
+
+
+def start(
+    stack: contextlib.ExitStack, bucket: str, tars: tuple[str, Path], others: dict[str, Path]
+) -> Rig:
+    """SeaweedFS with ``tars`` (prefix, folder) and ``others`` uploaded, the tars' index built
+    into a temporary folder, and the relay; ``stack`` stops and removes them all."""
+    import aioloader
+    from tests._support.s3 import SeaweedServer
+
+    server = stack.enter_context(SeaweedServer(bucket=bucket))
+    store = server.info.store(max_retries=2)
+    keys = upload(store, tars[1], tars[0])
+    for prefix, folder in others.items():
+        upload(store, folder, prefix)
+    index_dir = tempfile.mkdtemp(prefix=f"aioloader-{bucket}-index-")
+    stack.callback(shutil.rmtree, index_dir, ignore_errors=True)
+    aioloader.TarShards(keys, store, index_dir=index_dir)  # the prebuilt index
+    relay = Relay(server.info.endpoint)
+    stack.callback(relay.close)
+    assert server._process is not None
+    return Rig(server.info, keys, index_dir, relay, server._process.pid)
