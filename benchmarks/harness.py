@@ -372,6 +372,39 @@ def can_run(
     return True
 
 
+PEERS_ENV = "AIOLOADER_BENCH_PEERS"
+
+
+def use_peer_paths(extra: Sequence[str] = ()) -> list[str]:
+    """Make peers installed outside the venv importable here and in every child process.
+
+    A peer whose requirements clash with the venv's (img2dataset's pandas, OpenCV, wandb...)
+    is installed into a folder of its own, ``pip install --target DIR``; ``extra`` and the
+    ``os.pathsep``-separated folders in ``$AIOLOADER_BENCH_PEERS`` are *appended* to
+    ``sys.path`` (so the venv's numpy, pyarrow, webdataset... win over copies in DIR), and
+    all of them are written back to the variable, which the rows' child processes inherit.
+
+    Returns:
+        The peer folders now on ``sys.path``.
+
+    Raises:
+        ValueError: A folder does not exist.
+    """
+    found = [p for p in os.environ.get(PEERS_ENV, "").split(os.pathsep) if p]
+    folders = list(dict.fromkeys([*found, *(os.fspath(p) for p in extra)]))
+    for folder in folders:
+        if not os.path.isdir(folder):
+            raise ValueError(
+                f"peer path (--peer-path or ${PEERS_ENV}) must be an existing folder "
+                f"but got {folder!r}"
+            )
+        if folder not in sys.path:
+            sys.path.append(folder)
+    if folders:
+        os.environ[PEERS_ENV] = os.pathsep.join(folders)
+    return folders
+
+
 # -- a row in a child process: "MARK [name]" lines, each answered, then "RESULT {json}" --------
 def child_say(line: str) -> None:
     """In a child: one protocol line on the real stdout (logs go to stderr)."""

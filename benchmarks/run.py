@@ -48,6 +48,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--output", type=Path, default=HERE / "results", help="directory for the results"
     )
     parser.add_argument(
+        "--peer-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder of peers installed with `pip install --target DIR` (img2dataset for "
+        f"W7), appended to sys.path here and in child processes; repeatable; "
+        f"${harness.PEERS_ENV} works too",
+    )
+    parser.add_argument(
         "--workloads",
         default=",".join(w for w in WORKLOADS if w not in OPT_IN),
         help=f"comma-separated subset of {','.join(WORKLOADS)} "
@@ -59,6 +68,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"--workloads must name {', '.join(WORKLOADS)} but got {unknown}")
     args.workloads = [w for w in WORKLOADS if w in chosen]
+    missing = [p for p in args.peer_path if not os.path.isdir(p)]
+    if missing:
+        parser.error(f"--peer-path must name existing folders but got {missing}")
     if args.rounds is None:
         args.rounds = 1 if args.quick else 7
     if args.rounds < 1:
@@ -92,6 +104,7 @@ def targets(cases: list[harness.Case]) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    harness.use_peer_paths(args.peer_path)
 
     def log(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from PIL import Image
 
@@ -275,3 +276,33 @@ async def test_a_trickling_url_ends_as_timeout_and_the_job_finishes(tmp_path: Pa
     measured_over = float(failure.detail.split(" over ", 1)[1].split(" s", 1)[0])
     assert 1.0 <= measured_over < 5.0  # one grace period, inside the deadline
     assert read_manifest(tmp_path).end == 120
+
+
+@pytest.mark.slow  # the real 10 s grace period, on each backend
+@pytest.mark.anyio
+async def test_a_trickling_url_with_every_default_does_not_stop_the_job(tmp_path: Path) -> None:
+    """Issue 22's case: 1 byte every 0.5 s at position 2 of 1,200, the real deadlines.
+
+    Only loopback is allowed (the address policy refuses it by default); the grace period,
+    total deadline, read timeout, retries and window are the defaults, so the 1,197 inputs
+    after the trickler wait in the window until its one grace period ends it.
+    """
+    defaults = HttpFetcher()
+    assert (defaults.total_timeout, defaults.min_rate, defaults.min_rate_grace) == (60, 1024, 10)
+    with HttpTestServer() as clean:
+        urls = [clean.url(f"/img/{i}.jpg") for i in range(1200)]
+        urls[2] = clean.url("/trickle/500/slow")
+        fetcher = HttpFetcher(allow=LOOPBACK)
+        with anyio.fail_after(240):  # 4 x the total deadline: a hang fails here, not in CI
+            async with fetcher:
+                summary = await ingest(urls, tmp_path, fetcher=fetcher)
+        trickled = clean.count("/trickle/500/slow")
+    assert (summary.ok, summary.failed, summary.failures) == (1199, 1, {"timeout": 1})
+    assert trickled == 1  # not retried: it would trickle again
+    [failure] = read_failures(tmp_path)
+    assert (failure.position, failure.reason) == (2, "timeout")
+    assert "below min_rate=1024 B/s" in failure.detail
+    measured_over = float(failure.detail.split(" over ", 1)[1].split(" s", 1)[0])
+    assert 10.0 <= measured_over < 60.0  # one grace period, inside the total deadline
+    manifest = read_manifest(tmp_path)
+    assert (manifest.end, sum(r.samples for r in manifest.shards)) == (1200, 1199)
