@@ -48,8 +48,7 @@ class MemoryDataset(Generic[SampleT]):
 
     async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:
         """The samples at ``indices``, in order, in one call."""
-        samples = self._samples
-        return [samples[i] for i in indices]
+        return list(map(self._samples.__getitem__, indices))
 
 
 class SlowDataset(Generic[SampleT]):

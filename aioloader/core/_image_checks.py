@@ -1,9 +1,10 @@
 """Per-sample checks of an image batch: one pass over the batch, clear errors.
 
-``_gather_fast`` checks a whole batch with C-level ``map`` calls and one compiled kernel and
-declines (returns ``None``) on anything unusual; ``_gather`` is the reference, a loop over
-the slots that accepts the same inputs and raises an error naming the slot, the dataset
-index, the field, the rule and the value seen.
+``_gather_checked`` reads the three fields with C-level ``map`` calls and leaves every
+check to one compiled kernel (no GIL); ``_gather_fast`` checks a whole batch with C-level
+``map`` calls and one compiled kernel. Both decline (return ``None``) on anything unusual;
+``_gather`` is the reference, a loop over the slots that accepts the same inputs and raises
+an error naming the slot, the dataset index, the field, the rule and the value seen.
 """
 
 from __future__ import annotations
@@ -47,18 +48,125 @@ _IMAGE, _TARGET, _LABEL = (operator.attrgetter(name) for name in ("image", "targ
 _DTYPE, _NDIM = operator.attrgetter("dtype"), operator.attrgetter("ndim")
 
 
+_F32_DTYPE_ID, _I32_DTYPE_ID, _ARRAY_TYPE_ID = id(F32), id(I32), id(np.ndarray)
+_I64 = np.dtype(np.int64)
+
+
+class _Checked:
+    """A batch that ``check_image_batch`` accepted: what ``fill_image_batch`` needs.
+
+    ``images`` and ``targets`` keep the arrays alive while the kernels read them by id.
+    """
+
+    __slots__ = ("image_ids", "images", "labels", "lengths", "target_ids", "targets", "widths")
+
+    def __init__(self, images: list[Any], targets: list[Any], labels: npt.NDArray[np.int64]):
+        n = len(images)
+        self.images, self.targets, self.labels = images, targets, labels
+        self.image_ids = np.fromiter(map(id, images), np.int64, n)
+        self.widths = np.empty(n, np.int64)
+        self.lengths = np.empty(n, np.int64)
+        self.target_ids = _NO_IDS
+
+
+_NO_IDS = np.empty(0, np.int64)
+
+
+def _fields(samples: Sequence[Any]) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """The samples' images, targets and labels (three C-level ``map`` calls), or ``None``."""
+    try:
+        return (
+            list(map(_IMAGE, samples)),
+            list(map(_TARGET, samples)),
+            list(map(_LABEL, samples)),
+        )
+    except AttributeError:
+        return None
+
+
+def _gather_checked(
+    samples: Sequence[Any], indices: npt.NDArray[Any], kernels: ModuleType
+) -> tuple[_Checked, int, int] | None:
+    """The batch's fields checked by one kernel call: ``(fields, widest, total targets)``.
+
+    ``None`` (nothing raised) on anything the kernel does not take: the caller goes on to
+    ``_gather_fast`` and the reference, which accept the same inputs and raise the errors.
+    Only the attribute reads and the labels' Python types hold the GIL.
+    """
+    if type(indices) is not np.ndarray or indices.dtype != _I64 or indices.ndim != 1:
+        return None
+    if not indices.flags.c_contiguous:
+        return None
+    fields = _fields(samples)
+    if fields is None:
+        return None
+    images, targets, labels = fields
+    if not set(map(type, labels)) <= _LABEL_TYPES:
+        return None
+    try:
+        label_array = np.fromiter(labels, np.int64, len(labels))
+    except OverflowError:
+        return None
+    checked = _Checked(images, targets, label_array)
+    if type(targets[0]) is tuple:
+        if set(map(type, targets)) != {tuple} or any(targets):
+            return None
+    else:
+        checked.target_ids = np.fromiter(map(id, targets), np.int64, len(targets))
+    totals = np.empty(2, np.int64)
+    dtype_ids = (_F32_DTYPE_ID, _I32_DTYPE_ID)
+    for attempt in range(2):
+        declined = kernels.check_image_batch(
+            checked.image_ids,
+            checked.target_ids,
+            label_array,
+            indices,
+            kernels.HEADER,
+            _ARRAY_TYPE_ID,
+            *dtype_ids,
+            checked.widths,
+            checked.lengths,
+            totals,
+        )
+        if declined < 0:
+            return checked, int(totals[0]), int(totals[1])
+        if attempt:
+            return None
+        # Arrays that were unpickled share a dtype object equal to, but not, numpy's own:
+        # one more try with those (a batch of mixed dtype objects takes the slower path).
+        image_dtype = _only_dtype(images, F32)
+        target_dtype = _only_dtype(targets, I32) if checked.target_ids.size else I32
+        if image_dtype is None or target_dtype is None:
+            return None
+        retry = (id(image_dtype), id(target_dtype))
+        if retry == dtype_ids:
+            return None
+        dtype_ids = retry
+    return None
+
+
+def _only_dtype(arrays: list[Any], dtype: np.dtype[Any]) -> np.dtype[Any] | None:
+    """The one dtype object of ``arrays`` when it equals ``dtype``, else ``None``."""
+    try:
+        found = set(map(_DTYPE, arrays))
+    except AttributeError:
+        return None
+    if len(found) != 1:
+        return None
+    (only,) = found
+    return only if only == dtype else None
+
+
 def _gather_fast(samples: Sequence[Any], kernels: ModuleType) -> _Gathered | None:
     """Whole-batch checks (C-level ``map`` and one kernel), ``None`` on anything unusual.
 
     ``None`` sends the batch to ``_gather``, which accepts the same inputs and raises the
     same errors as always; here nothing raises.
     """
-    try:
-        images = list(map(_IMAGE, samples))
-        targets = list(map(_TARGET, samples))
-        labels = list(map(_LABEL, samples))
-    except AttributeError:
+    fields = _fields(samples)
+    if fields is None:
         return None
+    images, targets, labels = fields
     ndarray = np.ndarray
     if (
         set(map(type, images)) != {ndarray}

@@ -26,7 +26,9 @@ from ._image_checks import (
     F32Array,
     I32Array,
     _check_indices,
+    _Checked,
     _gather,
+    _gather_checked,
     _gather_fast,
     _Gathered,
 )
@@ -36,10 +38,13 @@ from ._image_ops import gray8_to_planar as gray8_to_planar
 from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._plan import BatchPlan
 from ._pool import BatchField, BufferPool, StepBatch, StepState
-from ._rng import BatchRng, SampleRng
+from ._rng import BatchRng, SampleRng, slot_prefix
+from ._streams import RngStream
 
 _NO_KEYS = np.empty(0, np.uint64)
 _F0 = np.float32(0.0)
+_U0 = np.uint64(0)
+_AUGMENT = np.uint64(RngStream.AUGMENT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +191,13 @@ class ImageBatchCollator:
             raise ValueError(
                 f"plan.indices must hold one index per sample ({n}) but got shape {indices.shape}"
             )
-        _check_indices(indices)
         kernels = compiled()
+        augment = self._augment
+        if kernels is not None and (augment is None or type(augment) is GainOffset):
+            checked = _gather_checked(samples, indices, kernels)
+            if checked is not None:
+                return self._collate_checked(kernels, *checked, plan)
+        _check_indices(indices)
         if kernels is not None:
             gathered = _gather_fast(samples, kernels)
             if gathered is not None:
@@ -198,6 +208,55 @@ class ImageBatchCollator:
             self._fill(out, images, widths, out_widths, plan)
 
         return self._collate_into(images[0].shape, max(widths), widths, labels, targets, plan, fill)
+
+    def _collate_checked(
+        self, kernels: ModuleType, checked: _Checked, widest: int, total: int, plan: BatchPlan
+    ) -> ImageBatch:
+        """The common case in one GIL-free call: int fields, targets, keys, pixels and pad."""
+        images = checked.images
+        n = len(images)
+        c, h = images[0].shape[0], images[0].shape[1]
+        multiple = self._width_multiple
+        wp = -(-widest // multiple) * multiple
+        pool = self._pool
+        out = pool.acquire((n, c, h, wp), F32)
+        ints = pool.acquire((4 * n + total,), I32)
+        augment = self._augment
+        keys, prefix, stream = _NO_KEYS, _U0, _U0
+        mode, gain, offset = kernels.COPY_AND_PAD, _F0, _F0
+        if augment is not None:
+            mode = kernels.GAIN_OFFSET_AND_PAD
+            gain_offset = cast(GainOffset, augment)
+            gain, offset = np.float32(gain_offset.gain_std), np.float32(gain_offset.offset_std)
+            if plan.slots is None:  # lanes 0..n-1: the kernel derives the keys
+                prefix = np.uint64(slot_prefix(plan.seed, plan.epoch, plan.step))
+                stream = _AUGMENT
+            else:
+                keys = plan.augment_keys()
+        try:
+            kernels.fill_image_batch(
+                checked.image_ids,
+                checked.target_ids,
+                kernels.HEADER,
+                checked.widths,
+                checked.lengths,
+                checked.labels,
+                plan.indices,
+                ints,
+                out,
+                self._pad,
+                mode,
+                keys,
+                prefix,
+                stream,
+                gain,
+                offset,
+            )
+        except BaseException:
+            pool.release(out)
+            pool.release(ints)
+            raise
+        return _image_batch(pool, out, ints, n, plan)
 
     def _collate_compiled(
         self, kernels: ModuleType, gathered: _Gathered, plan: BatchPlan

@@ -1,11 +1,12 @@
 """The machinery under ``_kernels``: lazy compilation, numba types, raw memory reads.
 
 A sample reaches a kernel as the ``id()`` of its numpy array, the address of its
-``PyArrayObject``; ``_data``, ``_dim``, ``_stride`` and ``_c_contiguous`` read numpy's public
-object layout (``PyArrayObject_fields``: ``data``, ``nd``, ``dimensions``, ``strides``
-right after the object header). ``HEADER`` is that header's size, checked against a probe
-array when this module loads (``None`` if the layout is not the expected one, and then the
-kernels are not used).
+``PyArrayObject``; ``_data``, ``_ndim``, ``_dim``, ``_stride``, ``_descr`` and
+``_c_contiguous`` read numpy's public object layout (``PyArrayObject_fields``: ``data``,
+``nd``, ``dimensions``, ``strides``, ``base``, ``descr`` right after the object header);
+``_type`` reads any object's ``ob_type``, the header's last field. ``HEADER`` is the
+header's size, checked against a probe array when this module loads (``None`` if the
+layout is not the expected one, and then the kernels are not used).
 
 numba's cache is keyed on the source of ``_kernels.py`` only: after editing this module,
 bump ``_kernels.SUPPORT_VERSION`` so that the cached kernels are recompiled.
@@ -125,6 +126,10 @@ def _find_header() -> int | None:
             return None
         if ctypes.c_int64.from_address(strides + 8 * k).value != probe.strides[k]:
             return None
+    if ctypes.c_int64.from_address(start + 40).value != id(probe.dtype):
+        return None
+    if ctypes.c_int64.from_address(id(probe) + base - 8).value != id(np.ndarray):
+        return None
     return base
 
 
@@ -139,6 +144,23 @@ def _data(obj: int, header: int) -> Any:
 @_inline
 def _dim(obj: int, header: int, axis: int) -> Any:
     return _load_i64(_load_i64(obj + header + 16) + 8 * axis)
+
+
+@_inline
+def _type(obj: int, header: int) -> Any:
+    """The address of any object's type (``ob_type``, the last field of its header)."""
+    return _load_i64(obj + header - 8)
+
+
+@_inline
+def _ndim(obj: int, header: int) -> Any:
+    return _load_i32(obj + header + 8)
+
+
+@_inline
+def _descr(obj: int, header: int) -> Any:
+    """The address of an array's dtype object."""
+    return _load_i64(obj + header + 40)
 
 
 @_inline

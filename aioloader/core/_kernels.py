@@ -29,19 +29,23 @@ from ._kernel_support import (
     _array,
     _c_contiguous,
     _data,
+    _descr,
     _dim,
     _f32_pointer,
     _inline,
     _input,
     _load_f32,
+    _load_i32,
+    _ndim,
     _stride,
+    _type,
     _u8_pointer,
 )
 from ._kernel_support import HEADER as HEADER
 from ._kernel_support import Lazy as Lazy
 from ._kernel_support import kernel as _kernel
 
-SUPPORT_VERSION = 1  # bump when _kernel_support.py changes: numba's cache keys on this file
+SUPPORT_VERSION = 2  # bump when _kernel_support.py changes: numba's cache keys on this file
 
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _U_C1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -49,6 +53,7 @@ _U_C2 = np.uint64(0x94D049BB133111EB)
 _U_27, _U_30, _U_31, _U_40 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(40)
 _SINGLE_SCALE = np.float32(2.0**-24)
 _ZERO, _ONE, _SIX = np.float32(0.0), np.float32(1.0), np.float32(6.0)
+_INT32_MIN, _INT32_LIMIT = -(1 << 31), 1 << 31
 
 # fill_images modes
 COPY_AND_PAD = 0
@@ -128,6 +133,55 @@ def image_widths(ids: Any, header: int, widths: Any) -> int:
     return -1
 
 
+@_inline
+def _fill_slot(
+    out: Any,
+    i: int,
+    obj: int,
+    header: int,
+    w: int,
+    pad: np.float32,
+    mode: int,
+    key: np.uint64,
+    gain_std: np.float32,
+    offset_std: np.float32,
+) -> None:
+    """``fill_images`` for slot ``i``: the pixels of the image at ``obj``, then its pad."""
+    c, h, wp = out.shape[1], out.shape[2], out.shape[3]
+    if mode != PAD_ONLY:
+        data = _data(obj, header)
+        s0, s1, s2 = _stride(obj, header, 0), _stride(obj, header, 1), _stride(obj, header, 2)
+        gain, offset = _ONE, _ZERO
+        if mode == GAIN_OFFSET_AND_PAD:
+            first, state = _next_normal(key)
+            second, state = _next_normal(state)
+            gain = _ONE + gain_std * first
+            offset = offset_std * second
+        for ch in range(c):
+            for y in range(h):
+                row = out[i, ch, y]
+                address = data + ch * s0 + y * s1
+                if s2 == 4:
+                    source = carray(_f32_pointer(address), w)
+                    if mode == GAIN_OFFSET_AND_PAD:
+                        for x in range(w):
+                            scaled = source[x] * gain
+                            row[x] = scaled + offset
+                    else:
+                        row[:w] = source
+                else:
+                    for x in range(w):
+                        value = _load_f32(address + x * s2)
+                        if mode == GAIN_OFFSET_AND_PAD:
+                            scaled = value * gain
+                            value = scaled + offset
+                        row[x] = value
+    if mode != COPY_ONLY and w < wp:
+        for ch in range(c):
+            for y in range(h):
+                out[i, ch, y, w:] = pad
+
+
 @_kernel(
     types.void(
         _input(_I64),
@@ -157,42 +211,138 @@ def fill_images(
     ``GAIN_OFFSET_AND_PAD`` applies ``GainOffset`` on the way: lane ``i`` draws two normals
     from ``keys[i]``; every pixel is ``(x * gain) + offset`` with two float32 roundings.
     """
-    n, c, h, wp = out.shape
+    for i in range(out.shape[0]):
+        key = keys[i] if mode == GAIN_OFFSET_AND_PAD else _U_GOLDEN
+        _fill_slot(out, i, ids[i], header, widths[i], pad, mode, key, gain_std, offset_std)
+
+
+@_kernel(
+    _I64(
+        *[_input(_I64)] * 4,
+        *[_I64] * 4,
+        *[_array(_I64, 1)] * 3,
+    )
+)
+def check_image_batch(
+    images: Any,
+    targets: Any,
+    labels: Any,
+    indices: Any,
+    header: int,
+    array_type: int,
+    f32: int,
+    i32: int,
+    widths: Any,
+    lengths: Any,
+    totals: Any,
+) -> int:
+    """Check an image batch's fields without the GIL; -1, or the first slot to decline.
+
+    ``images[i]``: a float32 ``[C, H, W]`` ndarray (``ob_type`` is ``array_type``, dtype
+    object ``f32``) with the C and H of slot 0 and W >= 1; ``targets[i]``: a 1-D int32
+    ndarray (dtype object ``i32``), or no targets at all (``targets`` empty); ``labels`` and
+    ``indices`` fit int32 (indices >= 0). Writes ``widths``, ``lengths`` and ``totals``
+    (the widest image, the number of target values) only when every slot passes.
+    """
+    n = images.shape[0]
+    c0, h0 = -1, -1
     for i in range(n):
-        w = widths[i]
-        if mode != PAD_ONLY:
-            obj = ids[i]
-            data = _data(obj, header)
-            s0, s1, s2 = _stride(obj, header, 0), _stride(obj, header, 1), _stride(obj, header, 2)
-            gain, offset = _ONE, _ZERO
-            if mode == GAIN_OFFSET_AND_PAD:
-                first, state = _next_normal(keys[i])
-                second, state = _next_normal(state)
-                gain = _ONE + gain_std * first
-                offset = offset_std * second
-            for ch in range(c):
-                for y in range(h):
-                    row = out[i, ch, y]
-                    address = data + ch * s0 + y * s1
-                    if s2 == 4:
-                        source = carray(_f32_pointer(address), w)
-                        if mode == GAIN_OFFSET_AND_PAD:
-                            for x in range(w):
-                                scaled = source[x] * gain
-                                row[x] = scaled + offset
-                        else:
-                            row[:w] = source
-                    else:
-                        for x in range(w):
-                            value = _load_f32(address + x * s2)
-                            if mode == GAIN_OFFSET_AND_PAD:
-                                scaled = value * gain
-                                value = scaled + offset
-                            row[x] = value
-        if mode != COPY_ONLY and w < wp:
-            for ch in range(c):
-                for y in range(h):
-                    out[i, ch, y, w:] = pad
+        obj = images[i]
+        if _type(obj, header) != array_type or _descr(obj, header) != f32:
+            return i
+        if _ndim(obj, header) != 3:
+            return i
+        if i == 0:
+            c0, h0 = _dim(obj, header, 0), _dim(obj, header, 1)
+        if _dim(obj, header, 0) != c0 or _dim(obj, header, 1) != h0:
+            return i
+        if _dim(obj, header, 2) < 1:
+            return i
+        if labels[i] < _INT32_MIN or labels[i] >= _INT32_LIMIT:
+            return i
+        if indices[i] < 0 or indices[i] >= _INT32_LIMIT:
+            return i
+        if targets.shape[0]:
+            target = targets[i]
+            if _type(target, header) != array_type or _descr(target, header) != i32:
+                return i
+            if _ndim(target, header) != 1:
+                return i
+    widest, total = 0, 0
+    for i in range(n):
+        w = _dim(images[i], header, 2)
+        widths[i] = w
+        widest = max(widest, w)
+        count = _dim(targets[i], header, 0) if targets.shape[0] else 0
+        lengths[i] = count
+        total += count
+    totals[0], totals[1] = widest, total
+    return -1
+
+
+@_kernel(
+    types.void(
+        _input(_I64),
+        _input(_I64),
+        _I64,
+        *[_input(_I64)] * 4,
+        _array(_I32, 1),
+        _array(_F32, 4),
+        _F32,
+        _I64,
+        _input(types.uint64),
+        types.uint64,
+        types.uint64,
+        _F32,
+        _F32,
+    )
+)
+def fill_image_batch(
+    images: Any,
+    targets: Any,
+    header: int,
+    widths: Any,
+    lengths: Any,
+    labels: Any,
+    indices: Any,
+    ints: Any,
+    out: Any,
+    pad: np.float32,
+    mode: int,
+    keys: Any,
+    prefix: np.uint64,
+    stream: np.uint64,
+    gain_std: np.float32,
+    offset_std: np.float32,
+) -> None:
+    """A whole image batch checked by ``check_image_batch``, in one call without the GIL.
+
+    ``ints`` gets widths, target lengths, labels, indices (``n`` each), then the targets
+    one after the other; ``out`` the pixels as ``fill_images`` writes them (``COPY_AND_PAD``
+    or ``GAIN_OFFSET_AND_PAD``). Lane ``i``'s key is ``keys[i]`` or, when ``keys`` is
+    empty, ``mix(mix(i + prefix) + stream)``: ``derive(seed, epoch, step, i, stream)``
+    with ``prefix`` the seed, epoch and step part.
+    """
+    n = out.shape[0]
+    for i in range(n):
+        ints[i] = widths[i]
+        ints[n + i] = lengths[i]
+        ints[2 * n + i] = labels[i]
+        ints[3 * n + i] = indices[i]
+    at = 4 * n
+    for i in range(targets.shape[0]):
+        count = lengths[i]
+        if count:
+            obj = targets[i]
+            data, step = _data(obj, header), _stride(obj, header, 0)
+            for k in range(count):
+                ints[at + k] = _load_i32(data + k * step)
+            at += count
+    for i in range(n):
+        key = _U_GOLDEN
+        if mode == GAIN_OFFSET_AND_PAD:
+            key = keys[i] if keys.shape[0] else _mix(_mix(np.uint64(i) + prefix) + stream)
+        _fill_slot(out, i, images[i], header, widths[i], pad, mode, key, gain_std, offset_std)
 
 
 @_kernel(types.void(_input(_U8, 2, "A"), _F32, _F32, _array(_F32, 3)))

@@ -7,6 +7,8 @@ The stream ids (the last argument of ``derive``) are registered in ``RngStream``
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import repeat
 from typing import Any, cast
 
 import numpy as np
@@ -87,6 +89,21 @@ def derive(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
     )
 
 
+def slot_prefix(seed: int, epoch: int, step: int) -> int:
+    """The part of ``derive`` that ``(seed, epoch, step)`` fix for every slot of a step.
+
+    ``derive(seed, epoch, step, slot, stream) == mix((mix((prefix + slot) % 2**64) + stream)
+    % 2**64)``, which is how ``derive_slots`` (and the compiled collator) use it.
+
+    >>> prefix = slot_prefix(1, 2, 3)
+    >>> derive(1, 2, 3, 4, 5) == mix((mix((prefix + 4) & MASK64) + 5) & MASK64)
+    True
+    """
+    h = _mix_unchecked(u64("seed", seed) ^ DERIVE_SALT)
+    h = _mix_unchecked((h + u64("epoch", epoch)) & MASK64)
+    return _mix_unchecked((h + u64("step", step)) & MASK64)
+
+
 def derive_slots(seed: int, epoch: int, step: int, slots: Any, stream: int) -> U64Array:
     """``derive(seed, epoch, step, slot, stream)`` for every slot of an array, in one call.
 
@@ -101,9 +118,7 @@ def derive_slots(seed: int, epoch: int, step: int, slots: Any, stream: int) -> U
         if lanes.size and (lanes.min() < 0):
             raise ValueError(f"slots must be in [0, 2^64) but got {int(lanes.min())}")
         lanes = lanes.astype(np.uint64)
-    h = _mix_unchecked(u64("seed", seed) ^ DERIVE_SALT)
-    h = _mix_unchecked((h + u64("epoch", epoch)) & MASK64)
-    h = _mix_unchecked((h + u64("step", step)) & MASK64)
+    h = slot_prefix(seed, epoch, step)
     keys = mix_array(lanes + np.uint64(h))
     keys += np.uint64(u64("stream", stream))
     return mix_array(keys)
@@ -161,6 +176,24 @@ class SampleRng:
         for _ in range(12):
             acc = np.float32(acc + self.next_single())
         return cast(np.float32, np.float32(acc - np.float32(6.0)))
+
+
+_NEW_RNG = SampleRng.__new__
+_SET_STATE = vars(SampleRng)["state"].__set__  # the slot's descriptor
+
+
+def sample_rngs(keys: list[int]) -> list[SampleRng]:
+    """``[SampleRng(key) for key in keys]`` for keys known to be in ``[0, 2^64)``.
+
+    For ``derive_slots(...).tolist()``: made without a Python-level call per generator
+    (C-level ``map`` over ``__new__`` and the ``state`` slot), several times faster.
+
+    >>> [rng.state for rng in sample_rngs([0, 2**64 - 1])] == [0, 2**64 - 1]
+    True
+    """
+    rngs = list(map(_NEW_RNG, repeat(SampleRng, len(keys))))
+    deque(map(_SET_STATE, rngs, keys), 0)
+    return rngs
 
 
 def _int_bound(n: Any) -> int:

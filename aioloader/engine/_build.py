@@ -8,7 +8,7 @@ from typing import Any
 
 from .._compat import add_note
 from ..core._plan import BatchPlan
-from ..core._rng import SampleRng
+from ..core._rng import sample_rngs
 
 Transform = Callable[..., Any]
 """``transform(sample, rng) -> sample`` or, for a transform without randomness,
@@ -127,10 +127,9 @@ def build_batch(
         slot = 0
         try:
             if takes_rng:
-                keys = plan.transform_keys().tolist()
+                rngs = sample_rngs(plan.transform_keys().tolist())
                 transformed = [
-                    transform(sample, SampleRng(keys[slot := index]))
-                    for index, sample in enumerate(samples)
+                    transform(sample, rngs[slot := index]) for index, sample in enumerate(samples)
                 ]
             else:
                 transformed = []

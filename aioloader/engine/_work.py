@@ -25,6 +25,7 @@ from ._autotune import AutoTuner
 from ._bad_samples import StepRepairs
 from ._build import TRANSFORM_SLOT, build_batch
 from ._config import LoaderConfig, LoaderCounters
+from ._plans import PlanAhead
 from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, add_slot_note, make_batch_reader, make_sample_reader
 from ._ring import PrefetchRing
@@ -32,6 +33,8 @@ from ._threads import BuildThreads
 from ._worker_pool import WorkerPool
 
 BatchT = TypeVar("BatchT")
+PLANS_PER_TRIP = 16
+"""The most steps one trip to a build thread plans (with workers > 0)."""
 logger = logging.getLogger("aioloader")
 
 
@@ -86,6 +89,8 @@ class StreamWork(Generic[BatchT]):
         self._processes: ProcessBuilders | None = None
         self._read: BatchReader | None = None
         self._read_one = make_sample_reader(config.dataset)
+        ahead = config.prefetch if tuner is None else tuner.bounds.prefetch
+        self._plans = PlanAhead(config.plan, stop, min(ahead, PLANS_PER_TRIP))
         self._loop_thread: int | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._ended: anyio.Event | None = None
@@ -327,12 +332,11 @@ class StreamWork(Generic[BatchT]):
         return samples
 
     async def _plan(self, step: int) -> BatchPlan:
-        plan = self.config.plan
+        threads = self._threads
+        if threads is not None:  # planned off the loop, a run of steps per trip
+            return await self._plans.get(step, threads.run)
         try:
-            threads = self._threads
-            if threads is not None:
-                return await threads.run(plan, step)
-            return plan(step)
+            return self.config.plan(step)
         except Exception as error:
             add_note(error, f"aioloader: while planning global step {step}")
             raise

@@ -78,14 +78,15 @@ def step_builder(cfg: W1Config, samples: list[Any], detach: bool = False) -> har
 class Aioloader(aioloader_system.Aioloader):
     """``DataLoader(workers=w, prefetch=8)`` over the samples in memory, asyncio or uvloop."""
 
-    def __init__(self, cfg: W1Config, samples: list[Any], workers: int, uvloop: bool) -> None:
+    def __init__(self, cfg: W1Config, samples: list[Any], workers: int | str, uvloop: bool) -> None:
         sampler = functools.partial(ShuffledSampler, cfg.images, cfg.batch)
-        options = {"workers": workers, "prefetch": cfg.prefetch}
+        prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
+        options = {"workers": workers, "prefetch": prefetch}
         make = aioloader_system.in_memory(samples, sampler, parts(cfg)[1], SEED, **options)
         super().__init__(make, uvloop=uvloop)
         loop = "uvloop" if uvloop else "asyncio"
         self.name = f"aioloader workers={workers} {loop}"
-        self.note = f"DataLoader(workers={workers}, prefetch={cfg.prefetch}), async for, {loop}"
+        self.note = f"DataLoader(workers={workers!r}, prefetch={prefetch!r}), async for, {loop}"
 
 
 def torch_parts(cfg: W1Config, samples: list[Any], workers: int, stop: int) -> Any:
@@ -269,6 +270,7 @@ def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> li
     found: list[harness.Port] = [
         Aioloader(cfg, samples, w, uv) for w in (0, 1, 2) for uv in (False, True)
     ]
+    found.append(Aioloader(cfg, samples, "auto", True))  # workers and prefetch "auto"
     torch_how = "our sampler order and collator as collate_fn, returns "
     optional: list[tuple[str, Callable[[], list[Any]]]] = [
         (
@@ -352,4 +354,10 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
         harness.target("W1: aioloader workers=0 >= 1.0x hand-written loop", zero, hand, 1.0),
         harness.target("W1: aioloader workers=2 >= 1.7x workers=0", two, zero, 1.7),
         harness.target("W1: aioloader best >= 0.6x one np.copyto per batch", best, memcpy, 0.6),
+        harness.auto_target(
+            w1,
+            "W1",
+            "aioloader workers=auto uvloop",
+            [f"aioloader workers={w} {loop}" for w in (0, 1, 2) for loop in ("asyncio", "uvloop")],
+        ),
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -122,7 +123,7 @@ class PlainLoop(harness.Port):
 def aioloader_row(
     cfg: W1uConfig,
     images: list[np.ndarray[Any, Any]],
-    workers: int,
+    workers: int | str,
     kind: str,
     *,
     consumer: str = "async for",
@@ -134,6 +135,7 @@ def aioloader_row(
     with ``async for`` in one loop (the stream's close included) or through ``iter_sync``
     (a synchronous trainer); on uvloop. ``named`` rows say how they differ from the grid."""
     dataset: Any = AsyncImages(images) if kind == "async" else list(images)
+    prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
 
     def make() -> Any:
         return DataLoader(
@@ -144,7 +146,7 @@ def aioloader_row(
             transform=transform_with_rng if rng else transform,
             workers=workers,
             executor=executor,
-            prefetch=cfg.prefetch,
+            prefetch=prefetch,
         )
 
     row = aioloader_system.Aioloader(make, uvloop=True, sync=True)
@@ -158,7 +160,7 @@ def aioloader_row(
     row.note = (
         f"DataLoader({'AsyncImages' if kind == 'async' else 'list'}, ShuffledSampler, "
         f"collate, transform={'transform_with_rng' if rng else 'transform'}, "
-        f"workers={workers}, executor={executor!r}, prefetch={cfg.prefetch}); "
+        f"workers={workers!r}, executor={executor!r}, prefetch={prefetch!r}); "
         f"{consumer} on uvloop"
     )
     return row
@@ -182,6 +184,7 @@ def systems(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> li
     found: list[harness.Port] = [PlainLoop(cfg, images)]
     found += [aioloader_row(cfg, images, w, "async") for w in (0, 1, 2)]
     found += [aioloader_row(cfg, images, w, "sync") for w in (0, 1, 2)]
+    found += [aioloader_row(cfg, images, "auto", kind) for kind in ("async", "sync")]
     found += [
         aioloader_row(cfg, images, 0, "async", rng=True, named=True),
         aioloader_row(cfg, images, 0, "async", consumer="iter_sync", named=True),
@@ -258,4 +261,16 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
     out.append(
         harness.target("W1u: async for transform(x, rng) >= 0.9x plain", rng_row, plain, 0.9)
     )
+    parallel = [
+        c
+        for c in w1u
+        if c.group == "aioloader" and c.values and re.search(r"workers=[12]\b", c.system)
+    ]
+    best_parallel = max(parallel, key=lambda c: harness.median(c) or 0.0) if parallel else None
+    out.append(
+        harness.target("W1u: best workers>0 setting >= 1.5x plain loop", best_parallel, plain, 1.5)
+    )
+    for how in ("async get_sample", "sync list (in memory)"):
+        picked = [f"aioloader {how}, workers={w}" for w in (0, 1, 2)]
+        out.append(harness.auto_target(w1u, "W1U", f"aioloader {how}, workers=auto", picked))
     return out

@@ -149,7 +149,7 @@ class Aioloader(aioloader_system.Aioloader):
         self,
         cfg: W5Config,
         items: list[tuple[bytes, int]],
-        workers: int,
+        workers: int | str,
         executor: str | None = None,
     ) -> None:
         from aioloader import DataLoader
@@ -157,6 +157,7 @@ class Aioloader(aioloader_system.Aioloader):
 
         dataset = MemoryDataset(items)
         options: dict[str, Any] = {"executor": executor} if executor else {}
+        prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
 
         def make() -> Any:
             return DataLoader(
@@ -166,7 +167,7 @@ class Aioloader(aioloader_system.Aioloader):
                 seed=SEED,
                 transform=decode_sample,
                 workers=workers,
-                prefetch=cfg.prefetch,
+                prefetch=prefetch,
                 **options,
             )
 
@@ -175,7 +176,7 @@ class Aioloader(aioloader_system.Aioloader):
         self.name = f"aioloader {kind}={workers}"
         extra = f", executor={executor!r}" if executor else ""
         self.note = (
-            f"DataLoader(transform=decode, workers={workers}{extra}, prefetch={cfg.prefetch}), "
+            f"DataLoader(transform=decode, workers={workers!r}{extra}, prefetch={prefetch!r}), "
             "async for, asyncio"
         )
 
@@ -200,7 +201,7 @@ def grain_row(cfg: W5Config, items: list[tuple[bytes, int]], processes: bool) ->
 # -- rows, verification and cases --------------------------------------------------------
 def systems(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], None]) -> Any:
     found: list[harness.Port] = [PlainLoop(cfg, items)]
-    found += [Aioloader(cfg, items, w) for w in (0, 1, 2)]
+    found += [Aioloader(cfg, items, w) for w in (0, 1, 2, "auto")]
     found.append(Aioloader(cfg, items, 2, executor="process"))
     spawn = (False, True) if cfg.processes else (False,)
     how = "dataset decodes, our sampler order and collator as collate_fn"
@@ -283,4 +284,10 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
     return [
         harness.target("W5: aioloader workers=2 >= 1.8x workers=0", two, zero, 1.8),
         harness.target("W5: aioloader workers=2 >= 1.5x torch best", two, torch_best, 1.5),
+        harness.auto_target(
+            found,
+            "W5",
+            "aioloader workers=auto",
+            [f"aioloader workers={w}" for w in (0, 1, 2)] + ["aioloader processes=2"],
+        ),
     ]

@@ -361,7 +361,8 @@ def test_pack_collator_with_sampler_matches_numpy() -> None:
 
 def test_common_batches_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    for name in ("fill_images", "pad_into", "pack_into", "causal_mask", "rgb_to_planar"):
+    names = ("fill_image_batch", "fill_images", "pad_into", "pack_into", "causal_mask")
+    for name in (*names, "rgb_to_planar"):
         kernel = getattr(_kernels, name)
 
         def counted(*args: Any, _kernel: Any = kernel, _name: str = name) -> Any:
@@ -382,8 +383,8 @@ def test_common_batches_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch) 
     PackCollator(4, causal_mask=True)(seqs, plan).release()
     rgb8_to_planar(np.zeros((2, 6), np.uint8))
     assert calls == [
-        "fill_images",
-        "fill_images",
+        "fill_image_batch",
+        "fill_image_batch",
         "pad_into",
         "pack_into",
         "causal_mask",
@@ -429,3 +430,81 @@ def test_permutation_reference_vectors_with_both_kernels(
                 expected = [int(q) for _, q in case["pairs"]]
             lanes = np.array(positions, dtype=np.uint64)
             assert keyed_permutation_array(lanes, n, key).tolist() == expected
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    calls: list[int] = []
+    _backend.load()  # every kernel compiled: the module attribute is the dispatcher
+    kernel = getattr(_kernels, name)
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return kernel(*args)
+
+    monkeypatch.setattr(_kernels, name, counted)
+    return calls
+
+
+def _whole_batch_cases() -> list[tuple[list[ImageSample], BatchPlan]]:
+    import pickle
+
+    data = list(line_images(40, 5, 1, 9, seed=8)._samples)
+    strided = [
+        ImageSample(s.image[:, ::-1, :], np.repeat(np.asarray(s.target, np.int32), 2)[::2], s.label)
+        for s in data
+    ]
+    no_targets = [ImageSample(s.image, (), np.int32(s.label)) for s in data]
+    unpickled = pickle.loads(pickle.dumps(data))  # dtype objects equal to numpy's, not them
+    indices = np.arange(7, 23, dtype=np.int64)
+    slots = np.arange(16, 32, dtype=np.int64)  # a rank's lanes in the global batch
+    return [
+        (data[7:23], BatchPlan(3, 9, 1, 2, indices)),
+        (data[7:23], BatchPlan(3, 9, 1, 2, indices, slots)),
+        (strided[7:23], BatchPlan(2**64 - 1, 9, 2**40, 5, indices)),
+        (no_targets[7:23], BatchPlan(3, 9, 1, 2, indices)),
+        (unpickled[7:23], BatchPlan(3, 9, 1, 2, indices)),
+        (data[:1], BatchPlan(0, 0, 0, 0, np.array([2**31 - 1]))),
+    ]
+
+
+@pytest.mark.parametrize("augment", [None, GainOffset(), GainOffset(0.7, 1.3)])
+def test_whole_batch_kernel_matches_numpy(
+    monkeypatch: pytest.MonkeyPatch, augment: GainOffset | None
+) -> None:
+    calls = _count_calls(monkeypatch, "fill_image_batch")
+    collator = ImageBatchCollator(4, -2.5, augment)
+    cases = _whole_batch_cases()
+    for samples, plan in cases:
+        fast, slow = both(lambda s=samples, p=plan: arrays_of(collator(s, p), "image"))  # type: ignore[misc]
+        assert fast[0] == "ok"
+        assert fast == slow
+    assert len(calls) == len(cases)
+
+
+@pytest.mark.parametrize(
+    "indices", [[0, -1], [2**31, 0], [0, 2**63 - 1]], ids=["negative", "2^31", "huge"]
+)
+def test_whole_batch_kernel_declines_bad_indices_with_the_reference_error(
+    monkeypatch: pytest.MonkeyPatch, indices: list[int]
+) -> None:
+    calls = _count_calls(monkeypatch, "fill_image_batch")
+    samples = list(line_images(2, 3, 1, 4)._samples)
+    plan = BatchPlan(0, 0, 0, 0, np.array(indices, np.int64))
+    fast, slow = both(lambda: arrays_of(ImageBatchCollator()(samples, plan), "image"))
+    assert fast[0] == "error"
+    assert fast == slow
+    assert calls == []
+
+
+def test_whole_batch_kernel_declines_mixed_dtype_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    calls = _count_calls(monkeypatch, "fill_image_batch")
+    data = list(line_images(4, 3, 1, 4)._samples)
+    mixed = data[:2] + pickle.loads(pickle.dumps(data[2:]))
+    plan = BatchPlan(0, 0, 0, 0, np.arange(4))
+    collator = ImageBatchCollator(augment=GainOffset())
+    fast, slow = both(lambda: arrays_of(collator(mixed, plan), "image"))
+    assert fast == slow
+    assert fast[0] == "ok"
+    assert calls == []

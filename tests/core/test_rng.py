@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aioloader.core import BatchRng, SampleRng, derive, derive_slots, mix, mix_array
-from aioloader.core._rng import GOLDEN
+from aioloader.core._rng import GOLDEN, sample_rngs, slot_prefix
 
 U64 = st.integers(0, 2**64 - 1)
 
@@ -157,3 +157,22 @@ def test_mix_and_rng_reject_out_of_range_state() -> None:
 
 def test_numpy_integers_are_accepted() -> None:
     assert derive(np.uint64(5), np.int64(1), 2, 3, 4) == derive(5, 1, 2, 3, 4)
+
+
+def test_sample_rngs_draw_what_sample_rng_draws() -> None:
+    keys = [*derive_slots(2**64 - 1, 3, 9, 128, 0).tolist(), 0, 2**64 - 1]
+    made = sample_rngs(keys)
+    assert [type(rng) for rng in made] == [SampleRng] * len(keys)
+    assert [rng.state for rng in made] == keys
+    reference = [SampleRng(key) for key in keys]
+    assert [(r.next_u64(), r.next_int(1000)) for r in made] == [
+        (r.next_u64(), r.next_int(1000)) for r in reference
+    ]
+    assert sample_rngs([]) == []
+
+
+def test_slot_prefix_is_the_step_part_of_derive() -> None:
+    prefix = slot_prefix(7, 2**64 - 1, 3)
+    for slot, stream in ((0, 0), (5, 1), (2**64 - 1, 2**64 - 1)):
+        expected = mix((mix((prefix + slot) % 2**64) + stream) % 2**64)
+        assert derive(7, 2**64 - 1, 3, slot, stream) == expected
