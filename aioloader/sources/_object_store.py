@@ -298,7 +298,6 @@ class ObjectReader:
             ) from None
         return sorted(keys)
 
-
     def versions_under(self, prefix: str | None, most: int) -> dict[str, tuple[int, str]] | None:
         """``{key: (size, version tag)}`` of every object under ``prefix``, from listing
         requests (up to 1,000 objects each), or None if there are more than ``most``.
