@@ -58,20 +58,24 @@ async def test_cancelling_callers_takes_queued_jobs_off_the_queue() -> None:
 
 
 class GatedCollator(TrackingCollator):
-    """Builds step 0 at once; step 1 waits for ``gate``; records every step it starts."""
+    """The first build to start after step 0 was built waits for ``gate``; records every
+    step it starts. (Builders hand their steps to the thread in any order: on trio, whose
+    scheduler shuffles, step 1 may come before step 0, so no fixed step is gated.)"""
 
     def __init__(self) -> None:
         super().__init__()
         self.started: list[int] = []
+        self.gated: int | None = None
         self.entered = threading.Event()
         self.gate = threading.Event()
 
     def __call__(self, samples: Sequence[Any], plan: BatchPlan) -> TrackedBatch:
         self.started.append(plan.global_step)
-        if plan.global_step == 1:
+        if self.gated is None and any(b.global_step == 0 for b in self.built):
+            self.gated = plan.global_step
             self.entered.set()
             if not self.gate.wait(timeout=120):  # a failing test must not hang the suite
-                raise TimeoutError("the gate of step 1 was never opened")
+                raise TimeoutError(f"the gate of step {plan.global_step} was never opened")
         return super().__call__(samples, plan)
 
 
@@ -101,15 +105,17 @@ async def test_leaving_a_stream_early_waits_only_for_the_running_build() -> None
                 collator.gate.set()
     finally:
         collator.gate.set()  # whatever happened, the build thread is never left waiting
-    assert collator.started[0] == 0
-    assert 1 in collator.started
+    gated = collator.gated
+    assert gated is not None
+    assert 0 in collator.started[: collator.started.index(gated)]
     if sniffio.current_async_library() != "trio":
-        assert collator.started == [0, 1]  # steps 2..16 were claimed, never built
+        assert collator.started[-1] == gated  # the steps queued behind it were never built
     else:
         # Known gap, under investigation: on trio the stream's work is a system task and
         # the loop can look quiet before every queued build has been given up, so a few
         # claimed steps may still be built; none beyond the claimed ones ever is.
         assert set(collator.started) <= set(range(17))
-    assert collator.built[0].released is False  # step 0 is the consumer's
-    assert all(b.released for b in collator.built[1:])  # every later build was released
+    (zero,) = [b for b in collator.built if b.global_step == 0]
+    assert zero.released is False  # step 0 is the consumer's
+    assert all(b.released for b in collator.built if b is not zero)  # every other was released
     assert loader.statistics().reads_in_flight == 0
