@@ -5,6 +5,7 @@ from __future__ import annotations
 import tracemalloc
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 
@@ -14,6 +15,7 @@ from aioloader.core import (
     ImageBatchCollator,
     ImageSample,
     ShuffledSampler,
+    _backend,
 )
 from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
@@ -76,6 +78,9 @@ async def test_after_warm_up_every_buffer_is_a_pool_hit(workers: int, prefetch: 
 
 @pytest.mark.slow  # a soak
 async def test_tracemalloc_shows_no_growth_over_2000_batches() -> None:
+    # the kernels are loaded before the baseline: with a cold numba cache the background
+    # compile would otherwise finish, and numba load its modules, inside the measured window
+    await anyio.to_thread.run_sync(_backend.load)
     pool = BufferPool()
     loader = make_loader(pool, workers=1)
     await consume(loader, 0, 2500)  # warm-up: pool classes, numpy's caches, anyio's threads
