@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from aioloader.ingest._window import ReorderWindow
@@ -71,11 +72,13 @@ async def test_a_full_window_starts_nothing_new_until_its_head_ends() -> None:
 
     async def work(number: int) -> int:
         started.append(number)
+        if len(started) == 4:  # whichever starts fourth (trio may start the head last)
+            head_may_finish.set()
         if number == 0:
             await head_may_finish.wait()
+            for _ in range(8):  # let the three behind the head finish and be held
+                await anyio.lowlevel.checkpoint()
             seen_at_head_end.append((len(started), window.held_bytes))
-        elif len(started) == 4:
-            head_may_finish.set()
         return number
 
     window = ReorderWindow(work, max_items=4, max_bytes=1 << 20, size_of=lambda _: 1)
