@@ -205,9 +205,8 @@ def _mib(value: float | None, sign: bool = False) -> str:
 
 def _short(filename: str) -> str:
     """A file name from its package on (``aioloader/...``, ``aiohttp/...``, ``stdlib/...``)."""
-    for marker in ("/site-packages/", "/work/"):
-        if marker in filename:
-            filename = filename.split(marker, 1)[1]
+    if "/site-packages/" in filename:
+        filename = filename.split("/site-packages/", 1)[1]
     match = re.search(r"/lib/python3\.\d+/(.*)", filename)
     if match is not None:
         return "stdlib/" + match.group(1)
