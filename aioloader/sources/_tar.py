@@ -291,7 +291,7 @@ class TarShards(Generic[SampleT]):
             # The cache will want these bytes: one GET of the whole shard, indexed as it
             # streams by, its samples offered to the cache (about one request per shard).
             size, tag, chunks = reader.stream_sync(shard, REMOTE_CHUNK)
-            keep = size <= cache.max_bytes + cache.readahead_bytes
+            keep = size <= cache.max_bytes
             stream = StreamReader(chunks, size, fetch, REMOTE_CHUNK, keep=keep)
             try:
                 index = index_with(stream, size, tag, shard)

@@ -9,22 +9,25 @@ extended in worker threads as the reads move on. For the batch at step ``g`` the
   horizon needs, and reads ahead what steps ``g+1 .. g+lookahead_steps`` need, each grown
   likewise; runs of one shard with only tar headers between them are one request, so a
   shard the plan reads within the horizon (block shuffle) costs one request;
-- keeps what it read ahead in a read-ahead buffer (``readahead_bytes``) until the step
-  that needs it: read-ahead never evicts anything, and nothing is evicted before its use,
-  so no byte is fetched twice before it is used;
+- holds what it read ahead in the memory tier's bound, reserved until the step that needs
+  it: read-ahead is never evicted or dropped before use, and it takes room only from
+  entries its epoch no longer needs, so within an epoch no byte is fetched twice and the
+  entries kept for this epoch stay until their use;
 - after use, admits a sample into a tier only if it is needed again before what it would
   evict (Belady's policy, optimal for a known sequence): memory first, the disk tier for
   what memory evicts; while the disk tier has free room it also keeps a copy of what
-  memory admits, so that the next run finds it.
+  memory admits, so that the next run finds it. What a step reads and the cache does not
+  admit is used and dropped.
 
 See ``docs/object-storage.md`` for the cost model, the tiers and admission.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +56,7 @@ TASKS_PER_TURN = 64
 class _Pending:
     """A sample on its way: waiters get its bytes, or None when its read failed."""
 
-    __slots__ = ("_event", "data", "done", "size", "waiters")
+    __slots__ = ("_event", "data", "done", "reserved", "size", "waiters")
 
     def __init__(self, size: int) -> None:
         self._event: anyio.Event | None = None  # made for the first waiter only: cheap
@@ -61,6 +64,7 @@ class _Pending:
         self.done = False
         self.size = size
         self.waiters = 0
+        self.reserved = False  # read ahead: its room is reserved in the memory tier
 
     async def wait(self) -> None:
         """Wait until the read ends (``data`` is then the bytes, or None if it failed)."""
@@ -83,14 +87,16 @@ class KnownFutureCache:
     >>> # source = TarShards(keys, store, cache=cache); DataLoader(source, ...) plans it
 
     Use it from one event loop at a time; one cache serves one source. Memory use is at
-    most ``max_bytes + readahead_bytes`` of sample bytes, plus the reads in flight.
+    most ``max_bytes`` of sample bytes (kept and read ahead), plus the reads of the steps in
+    flight.
 
     Args:
-        max_bytes: Most bytes of used samples kept in memory for their next use.
+        max_bytes: Most bytes held in memory: samples kept for their next use and samples
+            read ahead of their step.
         disk_dir: A folder for the disk tier (kept across runs), or None for memory only.
         disk_bytes: Most bytes of entry files in ``disk_dir``.
-        readahead_bytes: Most bytes read ahead and not used yet (default 256 MiB): a
-            block shuffle reads whole shards when it holds ``window`` of them.
+        readahead_bytes: Most of ``max_bytes`` that read-ahead may hold at once (default
+            256 MiB): a block shuffle reads whole shards when there is room for them.
         lookahead_steps: Steps after the current one whose samples are read with it.
         policy: ``"belady"`` (evict the furthest next use) or ``"lru"``.
         window_steps: Steps planned at a time (default ``max(8, lookahead_steps)``).
@@ -156,6 +162,7 @@ class KnownFutureCache:
         self._ahead_bytes = 0
         self._writing: dict[int, bytes] = {}  # on their way to disk: served from here
         self._tally = Tally()
+        self._now = -1  # the latest step a batch read was matched to: when uses happen
         self._disk_jobs = 0
         self._disk_done = 0
         self._disk_turn = threading.Condition()
@@ -311,6 +318,7 @@ class KnownFutureCache:
                 step = None if planner is None else planner.match(indices)
                 if planner is not None and step is not None:
                     planner.consume(step)
+                    self._now = max(self._now, step)
                 await self._classify(source, indices, found, waits, on_disk, need, claimed)
                 turn = _Turn()
                 for unit in list(found):
@@ -319,7 +327,7 @@ class KnownFutureCache:
                         await turn.pause_if_due()
                 if planner is not None and step is not None:
                     self._tally.planned_batches += 1
-                    await self._ahead_of(source, planner, step, set(need), ahead)
+                    await self._ahead_of(source, planner, step, set(need), ahead, writes)
             if (
                 planner is not None
                 and step is not None
@@ -405,13 +413,15 @@ class KnownFutureCache:
         return self._writing.get(unit)
 
     def _rank(self, unit: int) -> None:
+        """A batch uses ``unit`` now: rank it by its next use, as used now."""
         for tier in self._tiers():
-            tier.rank(unit, self._next_use(unit))
+            tier.rank(unit, self._next_use(unit), self._now)
 
     def _use_ahead(self, unit: int, deletes: list[Path], writes: _Writes) -> None:
         """A batch uses what was read ahead for it: it leaves the buffer for a tier."""
         data, arrived = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
+        self.memory.unreserve(len(data))
         tally = self._tally
         tally.bytes_waiting -= len(data)
         tally.bytes_used += len(data)
@@ -422,8 +432,9 @@ class KnownFutureCache:
     def _drop_ahead(self, unit: int) -> None:
         data, _ = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
+        self.memory.unreserve(len(data))
         self._tally.bytes_waiting -= len(data)
-        self._tally.bytes_unused += len(data)
+        self._tally.bytes_dropped += len(data)
 
     async def _read_disk(
         self, on_disk: dict[int, Path], found: dict[int, bytes], damaged: list[int]
@@ -453,35 +464,55 @@ class KnownFutureCache:
         step: int,
         need: set[int],
         chosen: dict[int, _Pending],
+        writes: tuple[list[Path], _Writes],
     ) -> None:
         """Samples to read with step ``step``'s: whole runs of shards, soonest needed first.
 
         Each sample this step misses, then each one the next ``lookahead_steps`` steps
-        need, brings the run of its shard's neighbours needed within ``fill_steps`` steps
-        (one range read). A run that does not fit the read-ahead buffer waits for a later
-        step, unless the next two steps need its sample. Chosen samples are marked on
-        their way at once (``chosen``), and the choice yields to the event loop every
-        ``YIELD_SECONDS``, so a long choice never blocks the loop.
+        need, brings the run of its shard's neighbours that its epoch needs within
+        ``fill_steps`` steps (one range read). Read-ahead is held in the memory tier's bound
+        until its step uses it, so it is never evicted or dropped before use; it takes
+        room only from entries its epoch no longer needs (evicting those the plan needs
+        furthest first). A run that finds no room shrinks to its one sample, then waits for
+        a later step. Chosen samples are marked on their way at once (``chosen``), and the
+        choice yields to the event loop every ``YIELD_SECONDS``.
         """
-        budget = ReadBudget(self.readahead_bytes - self._ahead_bytes - self._pending_bytes)
+        budget = ReadBudget(self.readahead_bytes - self.memory.reserved)
 
         def free(unit: int) -> bool:
             return not self._holds(unit) and unit not in self._pending and unit not in need
+
+        def room(run: list[int], later: int) -> bool:
+            sizes = [_size(source, u) for u in run]
+            if not budget.take_all(sizes):
+                return False
+            if self._make_room(sum(sizes), later, planner, *writes):
+                return True
+            budget.give_back(sum(sizes))
+            return False
 
         async def choose(run: list[int]) -> None:
             for member in run:
                 size = _size(source, member)
                 if size and free(member):  # an empty sample needs no read
-                    chosen[member] = self._pending[member] = _Pending(size)
+                    pending = chosen[member] = self._pending[member] = _Pending(size)
+                    pending.reserved = True  # room made for it (see room)
                     self._pending_bytes += size
+                else:
+                    self.memory.unreserve(size)
                 await turn.pause_if_due()
 
-        fill_limit = step + max(self.fill_steps, self.lookahead_steps)
+        reach = step + max(self.fill_steps, self.lookahead_steps)
+
+        def limit(later: int) -> int:  # a run grows over what this epoch reads soon
+            return min(reach, planner.epoch_end(later) - 1)
+
         turn = _Turn()
         for unit in sorted(need):  # a miss brings its run of neighbours needed soon
-            run = await self._run(source, unit, fill_limit, free, turn)
+            run = await self._run(source, unit, limit(step), free, turn)
             run = [u for u in run if u != unit and free(u)]  # others may have chosen some
-            if run and budget.take_all([_size(source, u) for u in run]):
+            run = _fitting(run, run[0], functools.partial(room, later=step)) if run else []
+            if run:
                 await choose(run)
             await turn.pause_if_due()
         last = min(step + 1 + self.lookahead_steps, planner.planned_until)
@@ -492,17 +523,39 @@ class KnownFutureCache:
                 await turn.pause_if_due()
                 if not free(unit):
                     continue
-                run = await self._run(source, unit, fill_limit, free, turn)
+                run = await self._run(source, unit, limit(later), free, turn)
                 run = [u for u in run if free(u)]  # other reads may have chosen some
                 if not run:
                     continue
-                if not budget.take_all([_size(source, u) for u in run]):
-                    if later > step + 2:
-                        return  # the rest waits until the buffer has room
-                    run = [unit]
-                    if not free(unit) or not budget.take_all([_size(source, unit)]):
-                        continue
+                run = _fitting(run, unit, functools.partial(room, later=later))
+                if not run:
+                    return  # the rest waits until entries leave room
                 await choose(run)
+
+    def _make_room(
+        self,
+        size: int,
+        step: int,
+        planner: HorizonPlanner,
+        deletes: list[Path],
+        writes: _Writes,
+    ) -> bool:
+        """Reserve ``size`` bytes in memory to read ahead for step ``step``; False if not.
+
+        Only entries that ``step``'s epoch no longer needs are evicted (they move to disk
+        if it admits them): those the plan reads next in a later epoch, and those it does
+        not read again that a step of this epoch already used.
+        """
+        end = planner.epoch_end(step)
+        victims = self.memory.room_for(size, end - 1, used_since=end - planner.steps_per_epoch)
+        if victims is None:
+            return False
+        for victim in victims:
+            moved = self.memory.take(victim, evicted=True)
+            if self.disk is None or victim not in self.disk:
+                self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
+        self.memory.reserve(size)
+        return True
 
     async def _run(
         self, source: RangeSource, unit: int, limit: int, free: Any, turn: _Turn
@@ -596,7 +649,7 @@ class KnownFutureCache:
                 owned[unit].data = piece
                 if unit in demanded:
                     found[unit] = piece
-            tally.bytes_unused += len(data) - carried  # headers between the samples
+            tally.bytes_between += len(data) - carried  # headers between the samples
 
         deletes: list[Path] = []
         writes: _Writes = []
@@ -622,6 +675,9 @@ class KnownFutureCache:
         if self._pending.get(unit) is pending:
             del self._pending[unit]
             self._pending_bytes -= pending.size
+        if pending.reserved:  # read ahead, never arrived: its room goes back
+            pending.reserved = False
+            self.memory.unreserve(pending.size)
         pending.finish()
 
     async def _keep(
@@ -645,16 +701,21 @@ class KnownFutureCache:
             await turn.pause_if_due()
             data = arrived[unit]
             size = len(data)
-            if unit in demanded or owned[unit].waiters > 0:
+            pending = owned[unit]
+            if pending.reserved:  # read ahead: its room was made when it was chosen
+                pending.reserved = False
+                if unit in demanded or pending.waiters > 0 or self._holds(unit):
+                    self.memory.unreserve(size)
+            if unit in demanded or pending.waiters > 0:
                 tally.bytes_used += size
                 self._admit(unit, data, deletes, writes)
-            elif self._ahead_bytes + size <= self.readahead_bytes and not self._holds(unit):
-                self._ahead[unit] = (data, now)
+            elif not self._holds(unit):
+                self._ahead[unit] = (data, now)  # keeps the room reserved until used
                 self._ahead_bytes += size
                 tally.bytes_waiting += size
                 tally.prefetched += 1
             else:
-                tally.bytes_unused += size
+                tally.bytes_dropped += size
 
     def _admit(self, unit: int, data: bytes, deletes: list[Path], writes: _Writes) -> None:
         """Keep a used sample if it is needed again before what it would evict.
@@ -673,7 +734,7 @@ class KnownFutureCache:
                 if disk is None or victim not in disk:
                     self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
             self.memory.put(unit, data)
-            self.memory.rank(unit, when)
+            self.memory.rank(unit, when, self._now)
             if disk is not None and disk.fits(len(data)):  # a copy for the next run
                 self._to_disk(unit, data, when, deletes, writes)
             return
@@ -694,7 +755,7 @@ class KnownFutureCache:
         path = self._disk_path(unit, data)
         disk.add(unit, len(data))
         disk.paths[unit] = path
-        disk.rank(unit, when)
+        disk.rank(unit, when, self._now)
         self._writing[unit] = data
         writes.append((unit, path, data))
 
@@ -778,6 +839,21 @@ class _Turn:
         await anyio.lowlevel.checkpoint()
         self._since = time.perf_counter()
         return True
+
+
+def _fitting(run: list[int], unit: int, room: Callable[[list[int]], bool]) -> list[int]:
+    """The longest part of ``run`` around ``unit`` that ``room`` accepts (halving it each
+    time it does not), so that a run without room for all of it is still one read."""
+    while run:
+        if room(run):
+            return run
+        if len(run) == 1:
+            return []
+        at = run.index(unit)
+        half = max(1, len(run) // 2)
+        low = min(max(0, at - half // 2), len(run) - half)
+        run = run[low : low + half]
+    return []
 
 
 def _size(source: RangeSource, unit: int) -> int:

@@ -238,6 +238,15 @@ class HorizonPlanner:
                 return step
         return None
 
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps of one epoch of the sampler."""
+        return self._steps_per_epoch
+
+    def epoch_end(self, step: int) -> int:
+        """The first step of the epoch after the one ``step`` belongs to."""
+        return (step // self._steps_per_epoch + 1) * self._steps_per_epoch
+
     def is_read(self, step: int) -> bool:
         """Whether step ``step`` is being read or was read (its uses are spent)."""
         return step < self.cursor or step in self._consumed

@@ -2,9 +2,10 @@
 
 ``EvictionOrder`` ranks a tier's entries: by next use (Belady: the furthest goes first) or
 by recency (LRU). Among entries whose next use lies beyond the horizon (all equal to
-Belady), the one that came in last goes first, so a cache smaller than the data keeps a
-stable subset from epoch to epoch (each of its bytes a hit once an epoch: the optimum).
-``ReadBudget`` is the room left in the read-ahead buffer.
+Belady), the one used last goes first: an epoch reads each sample once, so what it used
+last it needs furthest ahead, and a cache smaller than the data keeps, epoch after epoch,
+entries that are each a hit once an epoch (the optimum).
+``ReadBudget`` is what the read-ahead cap leaves.
 """
 
 from __future__ import annotations
@@ -13,15 +14,23 @@ import heapq
 import itertools
 from typing import Literal
 
+from ._planner import NEVER
+
 __all__ = ("EvictionOrder", "Policy", "ReadBudget")
 
 Policy = Literal["belady", "lru"]
 
 
 class EvictionOrder:
-    """Entries of one tier, ranked for eviction (a lazy heap: stale items are skipped)."""
+    """Entries of one tier, ranked for eviction (a lazy heap: stale items are skipped).
 
-    __slots__ = ("_born", "_heap", "_live", "_policy", "_restore", "_seq")
+    Belady ranks by next use, furthest first; among entries the known plan does not read
+    again (all ``NEVER``), the most recently used goes first (``used``): for a loader that
+    reads every sample once an epoch, those are the ones needed furthest ahead, so the
+    entries that the epoch still needs stay. LRU ranks by the time of ``push``.
+    """
+
+    __slots__ = ("_heap", "_live", "_policy", "_restore", "_seq", "_stamp")
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
@@ -29,7 +38,7 @@ class EvictionOrder:
         self._live: dict[int, tuple[int, int]] = {}
         self._seq = itertools.count()
         self._restore: dict[int, tuple[int, int]] = {}
-        self._born: dict[int, int] = {}  # when each entry came in (kept while it stays)
+        self._stamp: dict[int, int] = {}  # the step of each entry's latest use (-1: none)
 
     def __contains__(self, unit: int) -> bool:
         return unit in self._live
@@ -37,11 +46,15 @@ class EvictionOrder:
     def __len__(self) -> int:
         return len(self._live)
 
+    def used(self, unit: int, step: int) -> None:
+        """``unit`` was used at global step ``step`` (call before ``push``)."""
+        self._stamp[unit] = step
+
     def push(self, unit: int, next_use: int) -> None:
         """Rank ``unit`` (again) with its next use; LRU ranks by this call's time instead."""
         seq = next(self._seq)
-        if self._policy == "belady":  # furthest first; among equals, the newest entry first
-            rank, seq = -next_use, -self._born.setdefault(unit, seq)
+        if self._policy == "belady":  # furthest first; among equals, the latest used first
+            rank, seq = -next_use, -self._stamp.setdefault(unit, -1)
         else:
             rank = seq
         self._live[unit] = (rank, seq)
@@ -64,18 +77,25 @@ class EvictionOrder:
     def forget(self, unit: int) -> None:
         """``unit`` left the tier."""
         self._live.pop(unit, None)
-        self._born.pop(unit, None)
+        self._stamp.pop(unit, None)
 
-    def pop_victims(self, needed: int, wanted: int, size_of: dict[int, int]) -> list[int] | None:
+    def pop_victims(
+        self, needed: int, wanted: int, size_of: dict[int, int], used_since: int | None = None
+    ) -> list[int] | None:
         """Units to evict to free ``needed`` bytes, each needed after ``wanted``; None if not.
 
-        Nothing is evicted when the bytes cannot be freed: the units are ranked again.
+        With ``used_since``, an entry the known plan does not read again qualifies only if
+        it was used at that step or later (an older one may still be needed beyond what
+        the plan knows). Nothing is evicted when the bytes cannot be freed: the units are
+        ranked again.
         """
         victims: list[int] = []
         freed = 0
         while freed < needed:
             top = self._top()
-            if top is None or (self._policy == "belady" and top[1] <= wanted):
+            if top is None or (
+                self._policy == "belady" and not self._may_go(top, wanted, used_since)
+            ):
                 for unit in victims:
                     self._live[unit] = self._restore.pop(unit)
                     heapq.heappush(self._heap, (*self._live[unit], unit))
@@ -88,6 +108,14 @@ class EvictionOrder:
             self._restore.pop(unit, None)
         return victims
 
+    def _may_go(self, top: tuple[int, int] | None, wanted: int, used_since: int | None) -> bool:
+        if top is None:
+            return False
+        unit, next_use = top
+        if next_use <= wanted:
+            return False
+        return used_since is None or next_use < NEVER or self._stamp.get(unit, -1) >= used_since
+
     def _top(self) -> tuple[int, int] | None:
         """``(unit, next use)`` ranked first, or None when empty."""
         while self._heap:
@@ -99,11 +127,9 @@ class EvictionOrder:
 
 
 class ReadBudget:
-    """Bytes a read may still bring ahead of need: the read-ahead buffer's free room.
+    """Bytes a read may still bring ahead of need, under the cap ``readahead_bytes``.
 
-    Entries read ahead wait in a buffer of their own until their step uses them, so
-    read-ahead never evicts anything; it stops when the buffer is full. Reserving for a
-    run is all or nothing.
+    Reserving for a run is all or nothing.
     """
 
     __slots__ = ("_room",)
@@ -118,3 +144,7 @@ class ReadBudget:
             return False
         self._room -= total
         return True
+
+    def give_back(self, size: int) -> None:
+        """Return ``size`` bytes taken for a run that found no room after all."""
+        self._room += size

@@ -11,8 +11,9 @@ __all__ = ("CacheStatistics", "Tally")
 class CacheStatistics:
     """Counters of a ``KnownFutureCache``.
 
-    Bytes add up: ``bytes_fetched == bytes_used + bytes_unused + bytes_waiting``. Every
-    fetched byte is used once (the batch that asked for it, or the later one it was read
+    Bytes add up: ``bytes_fetched == bytes_used + bytes_between + bytes_dropped +
+    bytes_waiting`` (``bytes_unused`` is ``bytes_between + bytes_dropped``). Every fetched
+    sample byte is used once (by the batch that asked for it, or the later one it was read
     ahead for), dropped unused, or still held waiting for its step.
 
     Attributes:
@@ -23,8 +24,11 @@ class CacheStatistics:
         requests: Ranged reads the cache issued.
         bytes_fetched: Bytes those reads returned.
         bytes_used: Fetched bytes that a batch used (counted once per fetch).
-        bytes_unused: Fetched bytes dropped without use: tar headers between samples,
-            samples read ahead that found the buffer full, or whose plan was replaced.
+        bytes_unused: Fetched bytes never used: ``bytes_between + bytes_dropped``.
+        bytes_between: Non-sample bytes inside range reads (tar headers between samples).
+        bytes_dropped: Samples read ahead and dropped unused: their plan was replaced
+            (a new stream) or another read brought them first. Read-ahead holds its room
+            until use, so a plan that runs its course drops nothing.
         bytes_waiting: Fetched bytes held in the read-ahead buffer, not used yet.
         bytes_evicted: Bytes evicted from memory (moved to disk or dropped) plus from disk.
         memory_bytes_evicted: Bytes evicted from the memory tier.
@@ -53,6 +57,8 @@ class CacheStatistics:
     bytes_fetched: int
     bytes_used: int
     bytes_unused: int
+    bytes_between: int
+    bytes_dropped: int
     bytes_waiting: int
     bytes_evicted: int
     memory_bytes_evicted: int
@@ -85,17 +91,21 @@ class Tally:
 
     COUNTED = (
         *("hits", "misses", "memory_hits", "disk_hits", "requests", "bytes_fetched"),
-        *("bytes_used", "bytes_unused", "bytes_waiting", "prefetched", "prefetch_hits"),
+        *("bytes_used", "bytes_between", "bytes_dropped", "bytes_waiting"),
+        *("prefetched", "prefetch_hits"),
         "planned_batches",
     )
     """The counters that ``CacheStatistics`` reports as they are."""
 
     def __init__(self) -> None:
         self.hits = self.misses = self.memory_hits = self.disk_hits = self.requests = 0
-        self.bytes_fetched = self.bytes_used = self.bytes_unused = self.bytes_waiting = 0
+        self.bytes_fetched = self.bytes_used = self.bytes_waiting = 0
+        self.bytes_between = self.bytes_dropped = 0
         self.prefetched = self.prefetch_hits = self.planned_batches = 0
         self.lead_total = 0.0
 
     def counts(self) -> dict[str, int]:
         """The ``COUNTED`` counters by name, now."""
-        return {name: getattr(self, name) for name in self.COUNTED}
+        counts = {name: getattr(self, name) for name in self.COUNTED}
+        counts["bytes_unused"] = self.bytes_between + self.bytes_dropped
+        return counts

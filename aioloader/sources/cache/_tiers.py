@@ -10,8 +10,10 @@ __all__ = ("MemoryTier", "TierBook")
 class TierBook:
     """Sizes of a tier's entries against its bound, and their eviction order.
 
-    Entries read ahead and not used yet are held but not ranked (``order``): they cannot
-    be chosen for eviction until ``rank`` is called after their use.
+    Entries are ranked for eviction (``order``) once ``rank`` is called. ``reserved``
+    bytes count against the bound without being entries: the memory tier reserves there
+    what is read ahead until its step uses it, so read-ahead shares the bound and can never
+    be evicted before its use.
     """
 
     def __init__(self, max_bytes: int, policy: Policy) -> None:
@@ -19,6 +21,7 @@ class TierBook:
         self.sizes: dict[int, int] = {}
         self.order = EvictionOrder(policy)
         self.bytes = self.peak = self.evicted_bytes = self.evictions = 0
+        self.reserved = 0
 
     def __contains__(self, unit: int) -> bool:
         return unit in self.sizes
@@ -28,27 +31,45 @@ class TierBook:
 
     def fits(self, size: int) -> bool:
         """Whether ``size`` more bytes fit without evicting anything."""
-        return self.bytes + size <= self.max_bytes
+        return self.bytes + self.reserved + size <= self.max_bytes
 
-    def room_for(self, size: int, wanted: int) -> list[int] | None:
-        """Victims to evict so that ``size`` more bytes fit, each needed after ``wanted``."""
+    def room_for(self, size: int, wanted: int, used_since: int | None = None) -> list[int] | None:
+        """Victims to evict so that ``size`` more bytes fit, each needed after ``wanted``
+        (see ``EvictionOrder.pop_victims`` for ``used_since``)."""
         if size > self.max_bytes:
             return None
-        over = self.bytes + size - self.max_bytes
+        over = self.bytes + self.reserved + size - self.max_bytes
         if over <= 0:
             return []
-        return self.order.pop_victims(over, wanted, self.sizes)
+        return self.order.pop_victims(over, wanted, self.sizes, used_since)
 
     def add(self, unit: int, size: int) -> None:
         """Count ``unit``'s ``size`` bytes (call ``room_for`` first)."""
         self.sizes[unit] = size
         self.bytes += size
-        self.peak = max(self.peak, self.bytes)
-        assert self.bytes <= self.max_bytes, (self.bytes, self.max_bytes)
+        self._held_changed()
 
-    def rank(self, unit: int, next_use: int) -> None:
-        """Make ``unit`` evictable, ranked by ``next_use``."""
+    def reserve(self, size: int) -> None:
+        """Count ``size`` bytes against the bound before they arrive (call ``room_for`` first)."""
+        self.reserved += size
+        self._held_changed()
+
+    def unreserve(self, size: int) -> None:
+        """Give back ``size`` reserved bytes (used, dropped, or their read failed)."""
+        self.reserved -= size
+        assert self.reserved >= 0, self.reserved
+
+    def _held_changed(self) -> None:
+        held = self.bytes + self.reserved
+        self.peak = max(self.peak, held)
+        assert held <= self.max_bytes, (self.bytes, self.reserved, self.max_bytes)
+
+    def rank(self, unit: int, next_use: int, used_at: int | None = None) -> None:
+        """Make ``unit`` evictable, ranked by ``next_use`` (and ``used_at``: the step that
+        used it now, if one did)."""
         if unit in self.sizes:
+            if used_at is not None:
+                self.order.used(unit, used_at)
             self.order.push(unit, next_use)
 
     def remove(self, unit: int, *, evicted: bool) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import tarfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,19 +83,25 @@ class Epochs:
     requests: list[int]
     fetched: list[int]
     fetched_twice_unused: int
+    fetched_twice_in_an_epoch: int
     batches: list[list[bytes]]
 
 
-def run_epochs(source: LoggedShards, sampler: Any, epochs: int, start: int = 0) -> Epochs:
+def run_epochs(
+    source: LoggedShards, sampler: Any, epochs: int, start: int = 0, *, per_epoch: bool = False
+) -> Epochs:
     """Read ``epochs`` epochs batch by batch in plan order (plans the cache, as a loader does).
 
-    A sample counts as fetched twice unused when two reads carry it with no batch using
-    it in between.
+    ``per_epoch`` plans each epoch on its own, as the loader does for ``async for batch in
+    loader`` (one stream an epoch); else one plan spans every epoch (one long stream). A
+    sample counts as fetched twice unused when two reads carry it with no batch using it
+    in between, and as fetched twice in an epoch when two reads of one epoch carry it.
     """
-    if source.cache is not None:
-        source.plan_reads(sampler, SEED, start)
     steps = sampler.steps_per_epoch
+    if source.cache is not None and not per_epoch:
+        source.plan_reads(sampler, SEED, start)
     events: dict[int, list[str]] = {}
+    twice_in_an_epoch = 0
     requests, fetched, batches = [], [], []
 
     async def epoch(first: int) -> None:
@@ -110,12 +117,21 @@ def run_epochs(source: LoggedShards, sampler: Any, epochs: int, start: int = 0) 
                 events.setdefault(unit, []).append("use")
 
     for e in range(epochs):
+        first = start + e * steps
+        if source.cache is not None and per_epoch:
+            source.plan_reads(sampler, SEED, first, first + steps)
         before = len(source.log)
-        anyio.run(epoch, start + e * steps)
+        anyio.run(epoch, first)
         requests.append(len(source.log) - before)
         fetched.append(sum(end - begin for _, begin, end in source.log[before:]))
+        carried = Counter(
+            unit
+            for key, begin, end in source.log[before:]
+            for unit in source.indices_within(key, begin, end)
+        )
+        twice_in_an_epoch += sum(1 for count in carried.values() if count > 1)
     twice = sum(1 for ev in events.values() for a, b in itertools.pairwise(ev) if a == b == "fetch")
-    return Epochs(requests, fetched, twice, batches)
+    return Epochs(requests, fetched, twice, twice_in_an_epoch, batches)
 
 
 def expected_batches(want: Sequence[bytes], sampler: Any, steps: range) -> list[list[bytes]]:

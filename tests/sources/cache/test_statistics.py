@@ -20,9 +20,11 @@ def test_the_tally_counts_under_the_names_of_the_snapshot() -> None:
         "requests": 0,
         "bytes_fetched": 4096,
         "bytes_used": 0,
-        "bytes_unused": 0,
+        "bytes_between": 0,
+        "bytes_dropped": 0,
         "bytes_waiting": 0,
         "prefetched": 0,
         "prefetch_hits": 0,
         "planned_batches": 2,
+        "bytes_unused": 0,
     }
