@@ -41,12 +41,15 @@ from workloads.w6_systems import peer_loader  # noqa: E402
 ANCHORS = (0, 17, 1000, 4095)  # samples whose tensors the parent computes itself
 NOTES = [
     "Bytes and requests are counted at the relay in front of SeaweedFS, per epoch (the "
-    "child pauses at each boundary while the parent reads the counters). Optimum for "
+    "child pauses at each boundary while the parent reads the counters). Every system "
+    "iterates one epoch a loop (aioloader: `async for batch in loader`, so nothing is "
+    "read ahead across an epoch boundary). The cache budget bounds everything a system "
+    "holds: aioloader's max_bytes covers the samples kept and those read ahead (the disk "
+    "rows: a quarter of it in memory for read-ahead, the rest on disk). Optimum for "
     "epochs 2+: dataset bytes - cache bytes (no policy can fetch less); 'eN / optimum' "
     "divides epoch N's bytes by it, 'e1 / dataset' epoch 1's by the dataset (each system "
-    "its own stored bytes); 'all epochs / optimum' divides the bytes of all epochs by "
-    "dataset + (epochs - 1) x optimum (read-ahead that crosses an epoch boundary counts "
-    "in the earlier epoch, so per-epoch ratios can fall below 1; the total cannot). "
+    "its own stored bytes, tar headers included); 'all epochs / optimum' divides the "
+    "bytes of all epochs by dataset + (epochs - 1) x optimum. "
     "Every epoch of every row delivered each sample once and the "
     "same decoded tensor per sample (CRC-32, anchored by preprocess() in the parent). "
     "Ratios: epoch-2 images/s against WebDataset (no cache). One run per round.",
@@ -130,19 +133,14 @@ def aioloader_cache(tier: str, max_bytes: int, scratch: Path) -> Any:
     """A cache of ``max_bytes`` in ``tier`` ("memory" or "disk", the latter under scratch)."""
     from aioloader.sources import KnownFutureCache
 
-    # Everything the cache may hold counts against the row's budget, as the peers' caches
-    # do: a quarter of it is the read-ahead buffer (bytes fetched before their step), the
-    # rest the tier that keeps samples across epochs.
-    readahead = max_bytes // 4
-    kept = max_bytes - readahead
+    # Everything the cache holds counts against the row's budget, as the peers' caches do:
+    # max_bytes bounds the samples kept and those read ahead of their step together.
     if tier == "memory":
-        return KnownFutureCache(max_bytes=kept, readahead_bytes=readahead)
-    # the disk tier keeps the samples; memory holds only a batch's worth in passing
+        return KnownFutureCache(max_bytes=max_bytes)
+    # the disk tier keeps the samples; memory holds the read-ahead (a quarter of the budget)
+    memory = max_bytes // 4
     return KnownFutureCache(
-        max_bytes=1 << 20,
-        readahead_bytes=readahead,
-        disk_dir=str(scratch / "disk"),
-        disk_bytes=kept - (1 << 20),
+        max_bytes=memory, disk_dir=str(scratch / "disk"), disk_bytes=max_bytes - memory
     )
 
 
@@ -443,7 +441,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     scratch = Path(spec["scratch"])
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    steps = spec["images"] // spec["batch"]
     epochs = Epochs(spec["images"])
     result: dict[str, Any] = {}
     harness.child_mark()
@@ -460,8 +457,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
         async def consume() -> None:
             shards, loader = aioloader_loader(spec, scratch)
-            async with loader.stream(0, steps * spec["epochs"]) as stream:
-                async for batch in stream:
+            for _ in range(spec["epochs"]):  # an epoch a loop, as the peers are run
+                async for batch in loader:
                     epochs.take(batch)
             statistics = shards.cache.statistics()
             result["cache"] = {
