@@ -233,7 +233,8 @@ class ImageBatchCollator:
                 stream = _AUGMENT
             else:
                 keys = plan.augment_keys()
-        try:
+
+        def run() -> None:
             kernels.fill_image_batch(
                 checked.image_ids,
                 checked.target_ids,
@@ -252,11 +253,8 @@ class ImageBatchCollator:
                 gain,
                 offset,
             )
-        except BaseException:
-            pool.release(out)
-            pool.release(ints)
-            raise
-        return _image_batch(pool, out, ints, n, plan)
+
+        return _filled(pool, out, ints, n, plan, run)
 
     def _collate_compiled(
         self, kernels: ModuleType, gathered: _Gathered, plan: BatchPlan
@@ -290,7 +288,8 @@ class ImageBatchCollator:
         pool = self._pool
         out = pool.acquire((n, c, h, wp), F32)
         ints = pool.acquire((4 * n + total,), I32)
-        try:
+
+        def run() -> None:
             ints[:n] = widths
             ints[n : 2 * n] = lengths
             ints[2 * n : 3 * n] = labels
@@ -298,11 +297,8 @@ class ImageBatchCollator:
             if total:
                 np.concatenate(targets, out=ints[4 * n :], casting="unsafe")
             fill(out, ints[:n])
-        except BaseException:
-            pool.release(out)
-            pool.release(ints)
-            raise
-        return _image_batch(pool, out, ints, n, plan)
+
+        return _filled(pool, out, ints, n, plan, run)
 
     def _fill_compiled(
         self,
@@ -381,6 +377,24 @@ class ImageBatchCollator:
             f"ImageBatchCollator(width_multiple={self._width_multiple}, "
             f"pad_value={float(self._pad)!r}, augment={self._augment!r})"
         )
+
+
+def _filled(
+    pool: BufferPool,
+    out: F32Array,
+    ints: I32Array,
+    n: int,
+    plan: BatchPlan,
+    run: Callable[[], None],
+) -> ImageBatch:
+    """``run()`` fills the pooled ``out`` and ``ints``: the batch, or both back to the pool."""
+    try:
+        run()
+    except BaseException:
+        pool.release(out)
+        pool.release(ints)
+        raise
+    return _image_batch(pool, out, ints, n, plan)
 
 
 def _image_batch(
