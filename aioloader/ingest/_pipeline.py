@@ -41,6 +41,7 @@ from ._extras import require_ingest_packages
 from ._identity import check_committed_inputs, output_settings
 from ._images import ImageOptions, ProcessedImage, process_image
 from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
+from ._memory import heap_trimmer
 from ._summary import IngestSummary
 from ._window import ReorderWindow
 
@@ -196,6 +197,19 @@ class _Worker:
         return _Outcome(record, result, fields, None)
 
 
+def _noting(
+    on_commit: Callable[[ShardRecord], None] | None, committed: list[ShardRecord]
+) -> Callable[[ShardRecord], None]:
+    """``on_commit`` that also appends each record to ``committed``."""
+
+    def note(record: ShardRecord) -> None:
+        committed.append(record)
+        if on_commit is not None:
+            on_commit(record)
+
+    return note
+
+
 def _describe_inputs(inputs: Any) -> str:
     if isinstance(inputs, (str, os.PathLike)):
         return str(Path(inputs))
@@ -291,6 +305,7 @@ async def ingest(
         max_body_bytes=getattr(active, "max_body_bytes", None),
     )
     options = {"inputs": _describe_inputs(inputs), **dict(meta or {})}
+    committed: list[ShardRecord] = []  # shards committed since the last trim of the heap
     writer = TarShardWriter(
         output,
         store=store,
@@ -301,8 +316,9 @@ async def ingest(
         meta=options,
         settings=settings,
         start_position=start,
-        on_commit=on_commit,
+        on_commit=_noting(on_commit, committed),
     )
+    trim = heap_trimmer()
     try:
         records = _records(inputs, url_field, start)
         trail, following = await anyio.to_thread.run_sync(
@@ -355,6 +371,9 @@ async def ingest(
                     await writer.write(key, outcome.fields, position=position, input_digest=digest)
                     ok += 1
                 fetched += len(outcome.fetched.body or b"")
+                if committed and trim is not None:  # a shard's memory goes back to the system
+                    committed.clear()
+                    await anyio.to_thread.run_sync(trim)
                 if bar is not None:
                     bar.advance(note=f"ok {ok:,} failed {failed:,}")
             if reading.exhausted:
