@@ -160,6 +160,52 @@ def bench_aioloader(
     return rate
 
 
+def bench_loader(
+    info: S3Info,
+    endpoint: str,
+    n: int,
+    repeats: int,
+    workers: int | str,
+    prefetch: int | str,
+    reads: int | None,
+) -> float:
+    """One epoch of ``DataLoader(ObjectStore)``: hand-set knobs, or ``"auto"`` (issue 21).
+
+    ``reads`` caps the loader's reads in flight (None with ``prefetch="auto"``: tuned). The
+    store's own limit is 256, the largest hand-picked setting, so the loader's knob decides.
+    """
+    from aioloader import DataLoader, SequentialSampler
+
+    store = info.store(endpoint=endpoint, client_options={"pool_max_idle_per_host": "256"})
+    keys = [key_of(i) for i in range(n)]
+    options = {} if reads is None else {"max_inflight_reads": reads}
+
+    def collate(samples: list[Any], plan: Any) -> list[Any]:
+        check(samples, plan.indices.tolist())
+        return samples
+
+    loader = DataLoader(
+        ObjectStore(store, keys, decode=decode, max_concurrency=256, timeout=60.0),
+        SequentialSampler(n, BATCH, drop_last=False),
+        collate,
+        seed=0,
+        workers=workers,
+        prefetch=prefetch,
+        **options,
+    )
+
+    async def epoch() -> None:
+        async with loader.stream(0, loader.steps_per_epoch) as batches:
+            async for _ in batches:
+                pass
+
+    def run() -> None:
+        anyio.run(epoch, backend="asyncio", backend_options={"use_uvloop": True})
+
+    run()  # warm the connection pool (and, for auto, the tuner: it carries its knobs)
+    return timed(run, n, repeats)
+
+
 # ---------------------------------------------------------------- aiohttp
 
 

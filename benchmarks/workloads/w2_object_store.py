@@ -74,6 +74,8 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
                     facts=bound,
                 )
             )
+        if path != "direct":  # the loader's own knobs, hand-set and auto (issue 21)
+            out += _loader_rows(cfg, info, path, endpoint, n)
         if path == "direct" and cfg.torch_workers is not None:
             workers = cfg.torch_workers
             out.append(
@@ -88,6 +90,54 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
                 )
             )
     return out
+
+
+def _loader_rows(cfg: W2Config, info: Any, path: str, endpoint: str, n: int) -> list[Case]:
+    """``DataLoader(ObjectStore)`` with each hand-set read budget, then with ``"auto"``."""
+    from micro import bench_object_store as bench
+
+    rows = []
+    baseline = f"{path}: hand-written aiohttp, {cfg.inflight[-1]} in flight"
+    for inflight in cfg.inflight:
+        prefetch = bench.lanes_for(inflight)
+        rows.append(
+            Case(
+                workload="W2",
+                system=f"{path}: aioloader DataLoader, prefetch {prefetch}, {inflight} reads",
+                metric="samples/s",
+                measure=functools.partial(
+                    bench.bench_loader, info, endpoint, n, 1, 0, prefetch, inflight
+                ),
+                group="aioloader",
+                note=f"DataLoader(ObjectStore, workers=0, prefetch={prefetch}, "
+                f"max_inflight_reads={inflight}), uvloop",
+                compare_to=baseline,
+            )
+        )
+    rows.append(
+        Case(
+            workload="W2",
+            system=f"{path}: aioloader DataLoader, auto",
+            metric="samples/s",
+            measure=functools.partial(
+                bench.bench_loader, info, endpoint, n, 1, "auto", "auto", None
+            ),
+            group="aioloader",
+            note="DataLoader(ObjectStore, workers='auto', prefetch='auto'), uvloop; the "
+            "tuner carries its knobs from the warm-up epoch",
+            compare_to=baseline,
+        )
+    )
+    return rows
+
+
+def targets(found: list[Case]) -> list[dict[str, Any]]:
+    """Issue 21: the ``auto`` loader >= 0.95x the best hand-set loader through the relay."""
+    rows = [c for c in found if c.workload == "W2" and "DataLoader" in c.system]
+    if not rows:
+        return []
+    picked = [c.system for c in rows if not c.system.endswith("auto")]
+    return [harness.auto_target(found, "W2", "+20 ms: aioloader DataLoader, auto", picked)]
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------

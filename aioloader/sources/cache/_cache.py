@@ -51,6 +51,8 @@ YIELD_SECONDS = 0.002
 """Longest stretch of the cache's own work between two yields to the event loop."""
 TASKS_PER_TURN = 64
 """Reads started in one event-loop turn."""
+URGENT_STEPS = 2
+"""A run for a step this close that finds no room is cut to what fits; a later one waits."""
 
 
 class _Pending:
@@ -473,8 +475,9 @@ class KnownFutureCache:
         ``fill_steps`` steps (one range read). Read-ahead is held in the memory tier's bound
         until its step uses it, so it is never evicted or dropped before use; it takes
         room only from entries its epoch no longer needs (evicting those the plan needs
-        furthest first). A run that finds no room shrinks to its one sample, then waits for
-        a later step. Chosen samples are marked on their way at once (``chosen``), and the
+        furthest first). A run that finds no room waits for a later step, unless its step is
+        at most ``URGENT_STEPS`` away: then it is halved around its sample until it fits.
+        Chosen samples are marked on their way at once (``chosen``), and the
         choice yields to the event loop every ``YIELD_SECONDS``.
         """
         budget = ReadBudget(self.readahead_bytes - self.memory.reserved)
@@ -527,9 +530,12 @@ class KnownFutureCache:
                 run = [u for u in run if free(u)]  # other reads may have chosen some
                 if not run:
                     continue
-                run = _fitting(run, unit, functools.partial(room, later=later))
-                if not run:
-                    return  # the rest waits until entries leave room
+                if not room(run, later):
+                    if later > step + URGENT_STEPS:
+                        return  # the rest waits for room: a later step reads it whole
+                    run = _fitting(run, unit, functools.partial(room, later=later))
+                    if not run:
+                        return
                 await choose(run)
 
     def _make_room(
