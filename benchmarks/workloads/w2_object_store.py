@@ -48,29 +48,22 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
             )
             theirs = f"{path}: hand-written aiohttp, {inflight} in flight"
             out.append(
-                Case(
-                    workload="W2",
-                    system=f"{path}: aioloader ObjectStore, {inflight} in flight",
-                    metric="samples/s",
-                    measure=functools.partial(
-                        bench.bench_aioloader, info, endpoint, inflight, n, 1, {}
-                    ),
-                    group="aioloader",
-                    note="ObjectStore(max_concurrency=R).get_samples, uvloop",
+                _case(
+                    f"{path}: aioloader ObjectStore, {inflight} in flight",
+                    functools.partial(bench.bench_aioloader, info, endpoint, inflight, n, 1, {}),
+                    "ObjectStore(max_concurrency=R).get_samples, uvloop",
+                    theirs,
                     facts=bound,
-                    compare_to=theirs,
                 )
             )
             out.append(
-                Case(
-                    workload="W2",
-                    system=theirs,
-                    metric="samples/s",
-                    measure=functools.partial(bench.bench_aiohttp, info, endpoint, inflight, n, 1),
-                    baseline=True,
-                    compare_to=theirs,
+                _case(
+                    theirs,
+                    functools.partial(bench.bench_aiohttp, info, endpoint, inflight, n, 1),
+                    "aiohttp ClientSession, SigV4 GETs, same batch driver",
+                    theirs,
                     group="hand-written",
-                    note="aiohttp ClientSession, SigV4 GETs, same batch driver",
+                    baseline=True,
                     facts=bound,
                 )
             )
@@ -79,53 +72,57 @@ def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack
         if path == "direct" and cfg.torch_workers is not None:
             workers = cfg.torch_workers
             out.append(
-                Case(
-                    workload="W2",
-                    system=f"{path}: torch DataLoader, {workers} workers",
-                    metric="samples/s",
-                    measure=lambda e=endpoint, w=workers: bench.bench_torch(info, e, w, n, 1),
+                _case(
+                    f"{path}: torch DataLoader, {workers} workers",
+                    functools.partial(bench.bench_torch, info, endpoint, workers, n, 1),
+                    "spawned workers, blocking obstore.get in __getitem__",
+                    f"{path}: hand-written aiohttp, {cfg.inflight[0]} in flight",
                     group="torch",
-                    note="spawned workers, blocking obstore.get in __getitem__",
-                    compare_to=f"{path}: hand-written aiohttp, {cfg.inflight[0]} in flight",
                 )
             )
     return out
+
+
+def _case(
+    system: str, measure: Callable[[], float], note: str, compare_to: str, **extra: Any
+) -> Case:
+    """A W2 row in samples/s (group "aioloader" unless ``extra`` says otherwise)."""
+    fields = {"group": "aioloader", **extra}
+    return Case(
+        workload="W2",
+        system=system,
+        metric="samples/s",
+        measure=measure,
+        note=note,
+        compare_to=compare_to,
+        **fields,
+    )
 
 
 def _loader_rows(cfg: W2Config, info: Any, path: str, endpoint: str, n: int) -> list[Case]:
     """``DataLoader(ObjectStore)`` with each hand-set read budget, then with ``"auto"``."""
     from micro import bench_object_store as bench
 
-    rows = []
     baseline = f"{path}: hand-written aiohttp, {cfg.inflight[-1]} in flight"
+    rows = []
     for inflight in cfg.inflight:
         prefetch = bench.lanes_for(inflight)
         rows.append(
-            Case(
-                workload="W2",
-                system=f"{path}: aioloader DataLoader, prefetch {prefetch}, {inflight} reads",
-                metric="samples/s",
-                measure=functools.partial(
-                    bench.bench_loader, info, endpoint, n, 1, 0, prefetch, inflight
-                ),
-                group="aioloader",
-                note=f"DataLoader(ObjectStore, workers=0, prefetch={prefetch}, "
+            _case(
+                f"{path}: aioloader DataLoader, prefetch {prefetch}, {inflight} reads",
+                functools.partial(bench.bench_loader, info, endpoint, n, 1, 0, prefetch, inflight),
+                f"DataLoader(ObjectStore, workers=0, prefetch={prefetch}, "
                 f"max_inflight_reads={inflight}), uvloop",
-                compare_to=baseline,
+                baseline,
             )
         )
     rows.append(
-        Case(
-            workload="W2",
-            system=f"{path}: aioloader DataLoader, auto",
-            metric="samples/s",
-            measure=functools.partial(
-                bench.bench_loader, info, endpoint, n, 1, "auto", "auto", None
-            ),
-            group="aioloader",
-            note="DataLoader(ObjectStore, workers='auto', prefetch='auto'), uvloop; the "
-            "tuner carries its knobs from the warm-up epoch",
-            compare_to=baseline,
+        _case(
+            f"{path}: aioloader DataLoader, auto",
+            functools.partial(bench.bench_loader, info, endpoint, n, 1, "auto", "auto", None),
+            "DataLoader(ObjectStore, workers='auto', prefetch='auto'), uvloop; the tuner "
+            "carries its knobs from the warm-up epoch",
+            baseline,
         )
     )
     return rows
