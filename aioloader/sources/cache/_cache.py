@@ -556,12 +556,16 @@ class KnownFutureCache:
         victims = self.memory.room_for(size, end - 1, used_since=end - planner.steps_per_epoch)
         if victims is None:
             return False
+        self._evict_from_memory(victims, deletes, writes)
+        self.memory.reserve(size)
+        return True
+
+    def _evict_from_memory(self, victims: list[int], deletes: list[Path], writes: _Writes) -> None:
+        """Evict ``victims`` from memory; each moves to disk if the disk tier admits it."""
         for victim in victims:
             moved = self.memory.take(victim, evicted=True)
             if self.disk is None or victim not in self.disk:
                 self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
-        self.memory.reserve(size)
-        return True
 
     async def _run(
         self, source: RangeSource, unit: int, limit: int, free: Any, turn: _Turn
@@ -735,10 +739,7 @@ class KnownFutureCache:
         victims = self.memory.room_for(len(data), when)
         disk = self.disk
         if victims is not None:
-            for victim in victims:
-                moved = self.memory.take(victim, evicted=True)
-                if disk is None or victim not in disk:
-                    self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
+            self._evict_from_memory(victims, deletes, writes)
             self.memory.put(unit, data)
             self.memory.rank(unit, when, self._now)
             if disk is not None and disk.fits(len(data)):  # a copy for the next run
