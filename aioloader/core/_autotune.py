@@ -4,18 +4,23 @@ A pure function of its inputs. The engine calls it at deterministic points (ever
 ``every`` delivered batches) and applies what it returns; whatever it picks, the batch at
 step ``g`` stays a pure function of ``(seed, g)``, because the knobs only change how many
 steps, reads and builds run at once, never what a step holds.
+
+Build threads are the one knob that can make a loader slower (Python code that holds the
+GIL runs slower on more threads than inline), so a change of threads is a trial: the next
+window's rate decides whether it stays, and a thread count measured slower is not tried
+again. The ring depth and the reads in flight only grow: they cost memory, never speed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 KNOBS = ("workers", "prefetch", "reads")
 
 
 @dataclass(frozen=True, slots=True)
 class Knobs:
-    """The settings the tuner turns: build threads, ring depth, reads in flight."""
+    """The settings the tuner turns: build threads (0: build inline), ring depth, reads."""
 
     workers: int
     prefetch: int
@@ -32,6 +37,7 @@ class Window:
         read: seconds builders spent reading samples.
         build: seconds spent transforming and collating.
         reads_hit_limit: whether reads in flight reached the bound.
+        steps: batches delivered in it.
     """
 
     elapsed: float
@@ -39,6 +45,12 @@ class Window:
     read: float
     build: float
     reads_hit_limit: bool
+    steps: int
+
+    @property
+    def rate(self) -> float:
+        """Batches delivered per second."""
+        return self.steps / self.elapsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,38 +64,113 @@ class Decision:
     reason: str
 
 
-def decide(
-    step: int, window: Window, knobs: Knobs, bounds: Knobs, wait_share: float
-) -> Decision | None:
-    """The knob to change after ``window``, or None to hold.
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """A change of build threads on probation: ``old`` threads delivered ``rate`` steps/s."""
 
+    old: int
+    new: int
+    rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class TunerState:
+    """The knobs, the thread change on trial, and the thread counts measured slower."""
+
+    knobs: Knobs
+    trial: Trial | None = None
+    slower: frozenset[int] = field(default_factory=frozenset)
+
+
+def decide(
+    step: int,
+    window: Window,
+    state: TunerState,
+    bounds: Knobs,
+    wait_share: float,
+    least_workers: int = 0,
+) -> tuple[TunerState, Decision | None]:
+    """The state after ``window`` and the knob change it makes, if any.
+
+    ``bounds`` are the most of each knob; build threads never go below ``least_workers``
+    (set it to the threads in use to keep them fixed).
+
+    - A thread change on trial is judged first: it stays when the window delivered at
+      least the rate before it (the other count joins the slower ones), else the threads
+      go back (the trial count joins them).
     - The consumer waited less than ``wait_share`` of the window: hold.
-    - Building took at least as long as reading: one more build thread (up to the bound),
-      else a deeper ring while it holds fewer than two steps per thread (more would only
-      hold memory: the threads are the limit).
+    - Building took at least as long as reading: try one more build thread (up to the
+      bound, never past a count measured slower), else deepen the ring while it holds fewer
+      than two steps per thread, else try half the threads (one halves to building inline;
+      a count measured slower is passed over for the next one down).
     - Reading took longer and reads in flight hit their bound: double that bound; else
       double the ring depth, so more steps read at once.
 
-    A knob at its bound passes the turn to the next one; all at their bounds: hold.
+    A knob at its bound, or a thread count measured slower, passes the turn to the next.
     """
-    if window.elapsed <= 0 or window.consumer_wait < wait_share * window.elapsed:
-        return None
+    if window.elapsed <= 0:
+        return state, None
+    knobs = state.knobs
+    if state.trial is not None:
+        trial = state.trial
+        rate = window.rate
+        if rate >= trial.rate:  # kept; the next move may start from this window
+            state = TunerState(knobs, None, state.slower | {trial.old})
+        else:
+            back = Knobs(trial.old, knobs.prefetch, knobs.reads)
+            reason = (
+                f"{rate:.4g} steps/s with {trial.new} threads < {trial.rate:.4g} with "
+                f"{trial.old}: back"
+            )
+            slower = state.slower | {trial.new}
+            return TunerState(back, None, slower), Decision(
+                step, "workers", trial.new, trial.old, reason
+            )
+    if window.consumer_wait < wait_share * window.elapsed:
+        return state, None
     share = f"consumer waited {window.consumer_wait / window.elapsed:.0%} of the window"
     if window.build >= window.read:
-        order: tuple[str, ...] = ("workers", "prefetch")
+        order: tuple[str, ...] = ("workers+", "prefetch", "workers-")
         if knobs.prefetch >= 2 * knobs.workers:
-            order = ("workers",)
+            order = ("workers+", "workers-")
         cause = f"build {window.build:.3g}s >= read {window.read:.3g}s"
     elif window.reads_hit_limit:
-        order = ("reads", "prefetch", "workers")
+        order = ("reads", "prefetch", "workers+")
         cause = f"read {window.read:.3g}s > build {window.build:.3g}s, reads at their bound"
     else:
-        order = ("prefetch", "reads", "workers")
+        order = ("prefetch", "reads", "workers+")
         cause = f"read {window.read:.3g}s > build {window.build:.3g}s"
-    for knob in order:
+    for move in order:
+        new = _moved(move, knobs, bounds, state.slower, least_workers)
+        if new is None:
+            continue
+        knob = move.rstrip("+-")
         old = getattr(knobs, knob)
-        bound = getattr(bounds, knob)
-        if old < bound:
-            new = min(bound, old + 1 if knob == "workers" else old * 2)
-            return Decision(step, knob, old, new, f"{share}; {cause}")
-    return None
+        values = {"workers": knobs.workers, "prefetch": knobs.prefetch, "reads": knobs.reads}
+        values[knob] = new
+        reason = f"{share}; {cause}"
+        probation: Trial | None = None
+        if knob == "workers":
+            probation = Trial(old, new, window.rate)
+            reason += f"; on trial against {probation.rate:.4g} steps/s"
+        return TunerState(Knobs(**values), probation, state.slower), Decision(
+            step, knob, old, new, reason
+        )
+    return state, None
+
+
+def _moved(
+    move: str, knobs: Knobs, bounds: Knobs, slower: frozenset[int], least_workers: int
+) -> int | None:
+    """The value ``move`` turns its knob to, or None where it cannot go."""
+    if move == "workers+":  # not past a count measured slower (the rate has one peak)
+        new = knobs.workers + 1
+        return new if new <= bounds.workers and all(s < new for s in slower) else None
+    if move == "workers-":  # half, or the next count below it not measured slower
+        for new in range(knobs.workers // 2, least_workers - 1, -1):
+            if new < knobs.workers and new not in slower:
+                return new
+        return None
+    old = getattr(knobs, move)
+    bound = getattr(bounds, move)
+    return min(bound, old * 2) if old < bound else None

@@ -3,7 +3,8 @@
 The tuner belongs to a loader and outlives its streams, so a later epoch starts where the
 last one ended. Every ``every`` delivered steps it measures what the stream did since the
 last decision (``LoaderCounters`` on the loader's clock), asks ``core._autotune.decide``
-which knob to turn and applies the answer to the running work. Knobs only grow, and they
+which knob to turn and applies the answer to the running work. A change of build threads
+stays only if the next window is at least as fast; the ring and the reads only grow. Knobs
 change how much runs at once, never what a step holds: batches stay bit-identical.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..core._autotune import Decision, Knobs, Window, decide
+from ..core._autotune import Decision, Knobs, TunerState, Window, decide
 from ..core._check import positive_up_to
 from ._config import LoaderCounters
 
@@ -29,8 +30,10 @@ class AutoTune:
     """Bounds and pace of ``workers="auto"`` and ``prefetch="auto"``.
 
     Attributes:
-        max_workers: most build threads (``workers="auto"`` starts at 1).
-        max_prefetch: deepest ring (``prefetch="auto"`` starts at 2).
+        max_workers: most build threads (``workers="auto"`` starts there and tries fewer,
+            down to building inline, when builds hold the GIL).
+        max_prefetch: deepest ring (``prefetch="auto"`` starts at twice the threads, at
+            least 2).
         max_inflight_reads: most reads in flight per stream (with ``prefetch="auto"``,
             starting at the loader's ``max_inflight_reads``).
         every: decide after every ``every`` delivered steps.
@@ -64,7 +67,7 @@ class TunableWork(Protocol):
         """The most reads in flight the stream has had."""
 
     def retune(self, knobs: Knobs) -> None:
-        """Apply ``knobs`` (each at least its current value) to the running work."""
+        """Apply ``knobs`` to the running work (threads may shrink, the rest only grow)."""
 
 
 @dataclass(slots=True)
@@ -78,16 +81,41 @@ class _Mark:
 class AutoTuner:
     """A loader's knobs, their bounds and the log of every change it made."""
 
-    __slots__ = ("_counters", "_mark", "_start", "bounds", "decisions", "knobs", "settings")
+    __slots__ = (
+        "_counters",
+        "_least_workers",
+        "_mark",
+        "_start",
+        "_state",
+        "_warming",
+        "bounds",
+        "decisions",
+        "settings",
+    )
 
-    def __init__(self, settings: AutoTune, start: Knobs, bounds: Knobs, counters: LoaderCounters):
+    def __init__(
+        self,
+        settings: AutoTune,
+        start: Knobs,
+        bounds: Knobs,
+        counters: LoaderCounters,
+        *,
+        tune_workers: bool = True,
+    ):
         self.settings = settings
-        self.knobs = start
+        self._state = TunerState(start)
         self.bounds = bounds
         self.decisions: list[Decision] = []
         self._counters = counters
+        self._least_workers = 0 if tune_workers else start.workers
         self._mark: _Mark | None = None
         self._start = 0
+        self._warming = False
+
+    @property
+    def knobs(self) -> Knobs:
+        """The settings in use."""
+        return self._state.knobs
 
     def _take_mark(self) -> _Mark:
         counters = self._counters
@@ -99,9 +127,22 @@ class AutoTuner:
         )
 
     def begin(self, start: int) -> None:
-        """A stream starts at global step ``start``: a window opens."""
+        """A stream starts at global step ``start``: a window opens.
+
+        Its first window fills the ring and is not measured. A thread change still on trial
+        when the last stream ended goes back unjudged (the knobs apply to the new stream).
+        """
         self._start = start
         self._mark = self._take_mark()
+        self._warming = True
+        state = self._state
+        if state.trial is not None:
+            knobs, trial = state.knobs, state.trial
+            self._state = TunerState(
+                Knobs(trial.old, knobs.prefetch, knobs.reads), None, state.slower
+            )
+            reason = "a new stream began before the trial was judged: back"
+            self.decisions.append(Decision(start, "workers", trial.new, trial.old, reason))
 
     def delivered(self, next_step: int, work: TunableWork) -> Decision | None:
         """A step was delivered: at every ``every``-th step of the stream, decide and apply."""
@@ -109,19 +150,26 @@ class AutoTuner:
             return None
         old, new = self._mark, self._take_mark()
         self._mark = new
+        if self._warming:  # the first window of a stream fills its ring
+            self._warming = False
+            return None
         window = Window(
             elapsed=new.clock - old.clock,
             consumer_wait=new.consumer_wait - old.consumer_wait,
             read=new.read - old.read,
             build=new.build - old.build,
             reads_hit_limit=work.reads_peak >= self.knobs.reads,
+            steps=self.settings.every,
         )
-        decision = decide(next_step, window, self.knobs, self.bounds, self.settings.wait_share)
+        self._state, decision = decide(
+            next_step,
+            window,
+            self._state,
+            self.bounds,
+            self.settings.wait_share,
+            self._least_workers,
+        )
         if decision is not None:
-            values = {"workers": self.knobs.workers, "prefetch": self.knobs.prefetch}
-            values["reads"] = self.knobs.reads
-            values[decision.knob] = decision.new
-            self.knobs = Knobs(**values)
             self.decisions.append(decision)
             work.retune(self.knobs)
         return decision

@@ -149,9 +149,10 @@ class DataLoader(Generic[SampleT, BatchT]):
         max_inflight_reads: bound on concurrent ``get_sample`` calls (and sync reads) of
             each stream.
         start_step: the cursor that ``async for batch in loader`` starts from.
-        autotune: bounds and pace for ``workers="auto"`` (build threads, from 1) and
-            ``prefetch="auto"`` (ring depth from 2, and reads in flight from
-            ``max_inflight_reads``); default ``AutoTune()``. Threads only (docs/workers.md).
+        autotune: bounds and pace for ``workers="auto"`` (build threads, from the most
+            down to building inline where fewer are faster) and ``prefetch="auto"`` (ring
+            depth from twice the threads, and reads in flight from ``max_inflight_reads``);
+            default ``AutoTune()``. Threads only (docs/workers.md).
         on_error: what a sample whose read or transform raises does: ``"raise"`` (the
             default) ends the stream at its step; ``"skip"`` replaces it by an index drawn
             as a pure function of ``(seed, step, slot, attempt)``; a callable
@@ -223,7 +224,7 @@ class DataLoader(Generic[SampleT, BatchT]):
                 f"'thread' but got {executor!r}"
             )
         settings = autotune if autotune is not None else AutoTune()
-        requested_workers = 1 if auto_workers else as_int("workers", workers)
+        requested_workers = settings.max_workers if auto_workers else as_int("workers", workers)
         if requested_workers < 0:
             raise ValueError(f"workers must be an integer >= 0 but got {requested_workers}")
         checked_seed = u64("seed", seed)
@@ -255,7 +256,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             requested_workers=requested_workers,
             executor=executor,
             prefetch=(
-                min(AUTO_START_PREFETCH, settings.max_prefetch)
+                min(max(AUTO_START_PREFETCH, 2 * threads), settings.max_prefetch)
                 if auto_prefetch
                 else positive_up_to("prefetch", prefetch, PREFETCH_LIMIT)
             ),
@@ -286,7 +287,9 @@ class DataLoader(Generic[SampleT, BatchT]):
                 max(start.prefetch, settings.max_prefetch if auto_prefetch else 0),
                 max(start.reads, settings.max_inflight_reads if auto_prefetch else 0),
             )
-            self._tuner = AutoTuner(settings, start, bounds, self._counters)
+            self._tuner = AutoTuner(
+                settings, start, bounds, self._counters, tune_workers=auto_workers
+            )
         attributes["autotune"] = settings if self._tuner is not None else None
         self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
         self._worker_pool = WorkerPool(

@@ -31,9 +31,9 @@ class BuildThreads:
         self._retired: list[ThreadPoolExecutor] = []
         self._call_soon = threadsafe_caller()
 
-    def grow(self, workers: int) -> None:
+    def resize(self, workers: int) -> None:
         """Run later jobs on ``workers`` threads; jobs already queued finish where they are."""
-        if workers <= self.workers:
+        if workers == self.workers:
             return
         self.workers = workers
         old = self._executor

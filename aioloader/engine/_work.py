@@ -86,6 +86,7 @@ class StreamWork(Generic[BatchT]):
         self._scope: anyio.CancelScope | None = None
         self._cancelled = False
         self._threads: BuildThreads | None = None
+        self._inline = False  # build when taken, with threads kept for reads (auto at 0)
         self._processes: ProcessBuilders | None = None
         self._read: BatchReader | None = None
         self._read_one = make_sample_reader(config.dataset)
@@ -137,9 +138,11 @@ class StreamWork(Generic[BatchT]):
         return self.bound.peak
 
     def retune(self, knobs: Knobs) -> None:
-        """Apply the tuner's ``knobs``: more build threads, a deeper ring, more reads."""
+        """Apply the tuner's ``knobs``: build threads (none: build inline), a deeper ring,
+        more reads."""
         if self._threads is not None:
-            self._threads.grow(knobs.workers)
+            self._inline = knobs.workers == 0
+            self._threads.resize(max(1, knobs.workers))
         self.ring.deepen(knobs.prefetch)
         self.bound.raise_limit(knobs.reads)
 
@@ -194,6 +197,10 @@ class StreamWork(Generic[BatchT]):
                 if self._stop is not None:
                     builders = max(1, min(builders, self._stop - self._start))
                 workers = config.workers if tuner is None else tuner.knobs.workers
+                tuned = tuner is not None and tuner.bounds.workers > 0
+                if tuned:  # threads that the tuner may take down to building inline
+                    self._inline = workers == 0
+                    workers = max(1, workers)
                 if workers > 0 and config.executor == "thread":
                     self._threads = BuildThreads(workers)
                 elif config.executor == "process":  # worker processes build whole steps
@@ -274,7 +281,8 @@ class StreamWork(Generic[BatchT]):
             samples = await self._read_repaired(plan, group, repairs)
         build_started = clock()
         stats.read_seconds += build_started - read_started
-        if repairs is None and self._threads is None and processes is None:
+        inline = self._threads is None or self._inline
+        if repairs is None and inline and processes is None:
             return cast(BatchT, Unbuilt(plan, samples))
         while True:
             try:
@@ -294,7 +302,7 @@ class StreamWork(Generic[BatchT]):
         config = self.config
         if self._processes is not None:
             return await self._processes.build(plan, samples)
-        if self._threads is None:  # workers=0 with a bad-sample policy: build on the loop
+        if self._threads is None or self._inline:  # with a bad-sample policy: on the loop
             return build_batch(plan, samples, config.transform, config.collator, config.takes_rng)
         return await self._threads.run(
             build_batch,

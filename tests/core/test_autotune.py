@@ -1,43 +1,110 @@
-"""The autotuning rule: which knob a window's measurements turn, and when it holds."""
+"""The autotuning rule: which knob a window's measurements turn, when it holds, and how a
+change of build threads is judged by the next window's rate."""
 
 from __future__ import annotations
 
-from aioloader.core._autotune import Decision, Knobs, Window, decide
+from aioloader.core._autotune import Decision, Knobs, Trial, TunerState, Window, decide
 
 BOUNDS = Knobs(workers=4, prefetch=16, reads=256)
 START = Knobs(workers=1, prefetch=2, reads=64)
 
 
-def window(wait: float, read: float, build: float, *, hit: bool = False) -> Window:
-    return Window(elapsed=10.0, consumer_wait=wait, read=read, build=build, reads_hit_limit=hit)
+def window(wait: float, read: float, build: float, *, hit: bool = False, steps: int = 8) -> Window:
+    return Window(
+        elapsed=10.0, consumer_wait=wait, read=read, build=build, reads_hit_limit=hit, steps=steps
+    )
 
 
 def test_holds_while_the_consumer_barely_waits() -> None:
-    assert decide(8, window(0.49, 9.0, 1.0), START, BOUNDS, 0.05) is None
-    assert decide(8, Window(0.0, 0.0, 0.0, 0.0, False), START, BOUNDS, 0.0) is None
-
-
-def test_build_bound_adds_one_thread() -> None:
-    assert decide(8, window(5.0, 1.0, 4.0), START, BOUNDS, 0.05) == Decision(
-        8, "workers", 1, 2, "consumer waited 50% of the window; build 4s >= read 1s"
+    assert decide(8, window(0.49, 9.0, 1.0), TunerState(START), BOUNDS, 0.05) == (
+        TunerState(START),
+        None,
     )
+    empty = Window(0.0, 0.0, 0.0, 0.0, False, 0)
+    assert decide(8, empty, TunerState(START), BOUNDS, 0.0) == (TunerState(START), None)
+
+
+def test_build_bound_tries_one_more_thread() -> None:
+    state, decision = decide(8, window(5.0, 1.0, 4.0), TunerState(START), BOUNDS, 0.05)
+    assert decision == Decision(
+        8,
+        "workers",
+        1,
+        2,
+        "consumer waited 50% of the window; build 4s >= read 1s; on trial against 0.8 steps/s",
+    )
+    assert state == TunerState(Knobs(2, 2, 64), Trial(old=1, new=2, rate=0.8))
+
+
+def test_a_trial_at_least_as_fast_stays_and_the_next_move_follows() -> None:
+    on_trial = TunerState(Knobs(2, 2, 64), Trial(old=1, new=2, rate=0.8))
+    state, decision = decide(16, window(5.0, 1.0, 4.0, steps=8), on_trial, BOUNDS, 0.05)
+    # kept (0.8 >= 0.8); 1 thread is now known slower, and 3 go on trial from this window
+    assert decision is not None
+    assert (decision.step, decision.knob, decision.old, decision.new) == (16, "workers", 2, 3)
+    assert state == TunerState(Knobs(3, 2, 64), Trial(2, 3, 0.8), frozenset({1}))
+
+
+def test_a_slower_trial_goes_back_and_is_not_tried_again() -> None:
+    on_trial = TunerState(Knobs(3, 2, 64), Trial(old=2, new=3, rate=1.0), frozenset({1}))
+    state, decision = decide(24, window(5.0, 1.0, 4.0, steps=6), on_trial, BOUNDS, 0.05)
+    assert decision == Decision(24, "workers", 3, 2, "0.6 steps/s with 3 threads < 1 with 2: back")
+    assert state == TunerState(Knobs(2, 2, 64), None, frozenset({1, 3}))
+    # 3 threads are slower and the ring holds fewer than 2 steps per thread: it deepens
+    state, decision = decide(32, window(5.0, 1.0, 4.0), state, BOUNDS, 0.05)
+    assert decision is not None
+    assert (decision.knob, decision.old, decision.new) == ("prefetch", 2, 4)
+    # then half the threads is 1, known slower: building inline goes on trial instead
+    state, decision = decide(40, window(5.0, 1.0, 4.0), state, BOUNDS, 0.05)
+    assert decision is not None
+    assert (decision.knob, decision.old, decision.new) == ("workers", 2, 0)
+    state, decision = decide(48, window(5.0, 1.0, 4.0, steps=4), state, BOUNDS, 0.05)
+    assert decision is not None
+    assert (decision.knob, decision.old, decision.new) == ("workers", 0, 2)
+    # every other count is slower: a build-bound window has nothing left to try
+    assert state == TunerState(Knobs(2, 4, 64), None, frozenset({0, 1, 3}))
+    assert decide(56, window(5.0, 1.0, 4.0), state, BOUNDS, 0.05) == (state, None)
+
+
+def test_at_the_most_threads_a_build_bound_window_tries_half_then_inline() -> None:
+    most = TunerState(Knobs(4, 8, 64))
+    state, decision = decide(16, window(5.0, 1.0, 4.0), most, BOUNDS, 0.05)
+    assert decision is not None
+    assert (decision.knob, decision.old, decision.new) == ("workers", 4, 2)
+    state, decision = decide(24, window(5.0, 1.0, 4.0, steps=16), state, BOUNDS, 0.05)
+    assert decision is not None  # twice the rate: 2 stays, 1 goes on trial
+    assert (decision.knob, decision.old, decision.new) == ("workers", 2, 1)
+    state, decision = decide(32, window(5.0, 1.0, 4.0, steps=16), state, BOUNDS, 0.05)
+    assert decision is not None
+    assert (decision.knob, decision.old, decision.new) == ("workers", 1, 0)
+    state, decision = decide(40, window(5.0, 1.0, 4.0, steps=20), state, BOUNDS, 0.05)
+    # inline is fastest: every thread count tried is slower, and none is tried again
+    assert decision is None
+    assert state == TunerState(Knobs(0, 8, 64), None, frozenset({4, 2, 1}))
+
+
+def test_fixed_threads_never_move() -> None:
+    fixed = TunerState(Knobs(2, 4, 64))
+    assert decide(8, window(5.0, 1.0, 4.0), fixed, Knobs(2, 4, 64), 0.05, 2) == (fixed, None)
 
 
 def test_build_bound_at_max_threads_deepens_the_ring() -> None:
-    knobs = Knobs(workers=4, prefetch=2, reads=64)
-    decision = decide(16, window(5.0, 1.0, 4.0), knobs, BOUNDS, 0.05)
+    state, decision = decide(
+        16, window(5.0, 1.0, 4.0), TunerState(Knobs(4, 2, 64)), BOUNDS, 0.05, 4
+    )
     assert decision is not None
     assert (decision.step, decision.knob, decision.old, decision.new) == (16, "prefetch", 2, 4)
-    saturated = Knobs(workers=4, prefetch=8, reads=64)
-    assert decide(24, window(5.0, 1.0, 4.0), saturated, BOUNDS, 0.05) is None
+    assert state.trial is None
+    saturated = TunerState(Knobs(4, 8, 64))
+    assert decide(24, window(5.0, 1.0, 4.0), saturated, BOUNDS, 0.05, 4) == (saturated, None)
 
 
 def test_read_bound_deepens_the_ring_or_doubles_reads_at_their_bound() -> None:
-    deeper = decide(8, window(5.0, 4.0, 1.0), START, BOUNDS, 0.05)
+    _, deeper = decide(8, window(5.0, 4.0, 1.0), TunerState(START), BOUNDS, 0.05)
     assert deeper == Decision(
         8, "prefetch", 2, 4, "consumer waited 50% of the window; read 4s > build 1s"
     )
-    more_reads = decide(8, window(5.0, 4.0, 1.0, hit=True), START, BOUNDS, 0.05)
+    _, more_reads = decide(8, window(5.0, 4.0, 1.0, hit=True), TunerState(START), BOUNDS, 0.05)
     assert more_reads == Decision(
         8,
         "reads",
@@ -48,8 +115,9 @@ def test_read_bound_deepens_the_ring_or_doubles_reads_at_their_bound() -> None:
 
 
 def test_doubling_stops_at_the_bound_and_all_bounds_hold() -> None:
-    near = Knobs(workers=4, prefetch=12, reads=256)
-    decision = decide(8, window(5.0, 4.0, 1.0), near, BOUNDS, 0.05)
+    near = TunerState(Knobs(workers=4, prefetch=12, reads=256))
+    _, decision = decide(8, window(5.0, 4.0, 1.0), near, BOUNDS, 0.05)
     assert decision is not None
     assert (decision.knob, decision.old, decision.new) == ("prefetch", 12, 16)
-    assert decide(8, window(5.0, 4.0, 1.0, hit=True), BOUNDS, BOUNDS, 0.05) is None
+    full = TunerState(BOUNDS)
+    assert decide(8, window(5.0, 4.0, 1.0, hit=True), full, BOUNDS, 0.05) == (full, None)
