@@ -101,8 +101,9 @@ def decide(
     - The consumer waited less than ``wait_share`` of the window: hold.
     - Building took at least as long as reading: try one more build thread (up to the
       bound, never past a count measured slower), else deepen the ring while it holds fewer
-      than two steps per thread, else try half the threads (one halves to building inline;
-      a count measured slower is passed over for the next one down).
+      than two steps per thread, else try building inline (Python that holds the GIL is
+      fastest there), then half the threads (a count measured slower is passed over for
+      the next one down).
     - Reading took longer and reads in flight hit their bound: double that bound; else
       double the ring depth, so more steps read at once.
 
@@ -166,11 +167,10 @@ def _moved(
     if move == "workers+":  # not past a count measured slower (the rate has one peak)
         new = knobs.workers + 1
         return new if new <= bounds.workers and all(s < new for s in slower) else None
-    if move == "workers-":  # half, or the next count below it not measured slower
-        for new in range(knobs.workers // 2, least_workers - 1, -1):
-            if new < knobs.workers and new not in slower:
-                return new
-        return None
-    old = getattr(knobs, move)
-    bound = getattr(bounds, move)
+    if move == "workers-":  # inline first, then half, or the next count below not slower
+        halves = range(knobs.workers // 2, least_workers - 1, -1)
+        tried = [least_workers, *halves]
+        return next((n for n in tried if n < knobs.workers and n not in slower), None)
+    old: int = getattr(knobs, move)
+    bound: int = getattr(bounds, move)
     return min(bound, old * 2) if old < bound else None

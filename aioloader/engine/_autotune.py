@@ -36,7 +36,9 @@ class AutoTune:
             least 2).
         max_inflight_reads: most reads in flight per stream (with ``prefetch="auto"``,
             starting at the loader's ``max_inflight_reads``).
-        every: decide after every ``every`` delivered steps.
+        every: decide after every ``every`` delivered steps (the window grows by ``every``
+            until it lasts ``min_window`` seconds).
+        min_window: shortest window judged, in seconds: a shorter one is mostly noise.
         wait_share: hold while the consumer waits less than this share of the time.
         clock: measures waits, reads and builds (seconds); inject one to drive tests.
     """
@@ -45,6 +47,7 @@ class AutoTune:
     max_prefetch: int = 64
     max_inflight_reads: int = 1024
     every: int = 8
+    min_window: float = 0.05
     wait_share: float = 0.05
     clock: Callable[[], float] = time.perf_counter
 
@@ -53,6 +56,10 @@ class AutoTune:
         positive_up_to("AutoTune.max_prefetch", self.max_prefetch, 1 << 16)
         positive_up_to("AutoTune.max_inflight_reads", self.max_inflight_reads, 1 << 20)
         positive_up_to("AutoTune.every", self.every, 1 << 20)
+        if not 0.0 <= self.min_window <= 3600.0:
+            raise ValueError(
+                f"AutoTune.min_window must be in [0, 3600] seconds but got {self.min_window!r}"
+            )
         if not 0.0 <= self.wait_share < 1.0:
             raise ValueError(f"AutoTune.wait_share must be in [0, 1) but got {self.wait_share!r}")
         if not callable(self.clock):
@@ -85,9 +92,10 @@ class AutoTuner:
         "_counters",
         "_least_workers",
         "_mark",
+        "_mark_step",
+        "_settling",
         "_start",
         "_state",
-        "_warming",
         "bounds",
         "decisions",
         "settings",
@@ -110,7 +118,8 @@ class AutoTuner:
         self._least_workers = 0 if tune_workers else start.workers
         self._mark: _Mark | None = None
         self._start = 0
-        self._warming = False
+        self._mark_step = 0
+        self._settling = False  # the next window follows a change: it is not judged
 
     @property
     def knobs(self) -> Knobs:
@@ -129,12 +138,12 @@ class AutoTuner:
     def begin(self, start: int) -> None:
         """A stream starts at global step ``start``: a window opens.
 
-        Its first window fills the ring and is not measured. A thread change still on trial
+        Its first window fills the ring and is not judged. A thread change still on trial
         when the last stream ended goes back unjudged (the knobs apply to the new stream).
         """
-        self._start = start
+        self._start = self._mark_step = start
         self._mark = self._take_mark()
-        self._warming = True
+        self._settling = True
         state = self._state
         if state.trial is not None:
             knobs, trial = state.knobs, state.trial
@@ -145,13 +154,22 @@ class AutoTuner:
             self.decisions.append(Decision(start, "workers", trial.new, trial.old, reason))
 
     def delivered(self, next_step: int, work: TunableWork) -> Decision | None:
-        """A step was delivered: at every ``every``-th step of the stream, decide and apply."""
-        if self._mark is None or (next_step - self._start) % self.settings.every:
+        """A step was delivered: at an ``every``-th step of the stream that ends a window of
+        at least ``min_window`` seconds, decide and apply.
+
+        The window after a change (and a stream's first) settles the ring and is not
+        judged, so a thread trial is measured against the window before it, both steady.
+        """
+        settings = self.settings
+        if self._mark is None or (next_step - self._start) % settings.every:
             return None
         old, new = self._mark, self._take_mark()
-        self._mark = new
-        if self._warming:  # the first window of a stream fills its ring
-            self._warming = False
+        if new.clock - old.clock < settings.min_window:
+            return None  # the window goes on
+        steps = next_step - self._mark_step
+        self._mark, self._mark_step = new, next_step
+        if self._settling:
+            self._settling = False
             return None
         window = Window(
             elapsed=new.clock - old.clock,
@@ -159,7 +177,7 @@ class AutoTuner:
             read=new.read - old.read,
             build=new.build - old.build,
             reads_hit_limit=work.reads_peak >= self.knobs.reads,
-            steps=self.settings.every,
+            steps=steps,
         )
         self._state, decision = decide(
             next_step,
@@ -172,4 +190,5 @@ class AutoTuner:
         if decision is not None:
             self.decisions.append(decision)
             work.retune(self.knobs)
+            self._settling = True
         return decision

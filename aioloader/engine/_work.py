@@ -87,6 +87,8 @@ class StreamWork(Generic[BatchT]):
         self._cancelled = False
         self._threads: BuildThreads | None = None
         self._inline = False  # build when taken, with threads kept for reads (auto at 0)
+        self._builders: anyio.abc.TaskGroup | None = None  # where retune adds builders
+        self._builder_count = 0
         self._processes: ProcessBuilders | None = None
         self._read: BatchReader | None = None
         self._read_one = make_sample_reader(config.dataset)
@@ -145,6 +147,7 @@ class StreamWork(Generic[BatchT]):
             self._threads.resize(max(1, knobs.workers))
         self.ring.deepen(knobs.prefetch)
         self.bound.raise_limit(knobs.reads)
+        self._add_builders(knobs.prefetch)
 
     # -- hosting ----------------------------------------------------------------------------
     def spawn(self) -> None:
@@ -193,9 +196,7 @@ class StreamWork(Generic[BatchT]):
         assert self._scope is not None
         try:
             with self._scope:
-                builders = config.prefetch if tuner is None else tuner.bounds.prefetch
-                if self._stop is not None:
-                    builders = max(1, min(builders, self._stop - self._start))
+                builders = config.prefetch if tuner is None else tuner.knobs.prefetch
                 workers = config.workers if tuner is None else tuner.knobs.workers
                 tuned = tuner is not None and tuner.bounds.workers > 0
                 if tuned:  # threads that the tuner may take down to building inline
@@ -213,12 +214,13 @@ class StreamWork(Generic[BatchT]):
                         plan_reads, config.sampler, config.seed, self._start, self._stop
                     )
                 async with anyio.create_task_group() as group:
-                    for _ in range(builders):
-                        group.start_soon(self._builder)
+                    self._builders = group
+                    self._add_builders(builders)
         except Exception as error:  # a bug in the engine: hand it to the consumer
             logger.exception("aioloader: a stream's engine failed", exc_info=error)
             ring.fail_nowait(error)
         finally:
+            self._builders = None
             if self._scope.cancel_called:
                 ring.close_nowait()  # releases batches built but never taken
             if self._threads is not None:
@@ -235,6 +237,19 @@ class StreamWork(Generic[BatchT]):
             self._ended.set()
 
     # -- building ---------------------------------------------------------------------------
+    def _add_builders(self, count: int) -> None:
+        """Run ``count`` builders in all: one per ring slot (a builder waiting for a free
+        slot is woken by every change of the ring, so more than the slots would only spin),
+        and never more than the stream has steps."""
+        if self._stop is not None:
+            count = max(1, min(count, self._stop - self._start))
+        group = self._builders
+        if group is None or self._cancelled:
+            return
+        while self._builder_count < count:
+            self._builder_count += 1
+            group.start_soon(self._builder)
+
     async def _builder(self) -> None:
         # The group outlives every step: reads that wait start their runners in it.
         async with anyio.create_task_group() as group:

@@ -66,21 +66,26 @@ def test_a_slower_trial_goes_back_and_is_not_tried_again() -> None:
     assert decide(56, window(5.0, 1.0, 4.0), state, BOUNDS, 0.05) == (state, None)
 
 
-def test_at_the_most_threads_a_build_bound_window_tries_half_then_inline() -> None:
+def test_at_the_most_threads_a_build_bound_window_tries_inline_then_half() -> None:
     most = TunerState(Knobs(4, 8, 64))
     state, decision = decide(16, window(5.0, 1.0, 4.0), most, BOUNDS, 0.05)
     assert decision is not None
+    assert (decision.knob, decision.old, decision.new) == ("workers", 4, 0)
+    state, decision = decide(24, window(5.0, 1.0, 4.0, steps=4), state, BOUNDS, 0.05)
+    assert decision is not None  # half the rate: back to 4 threads
+    assert (decision.knob, decision.old, decision.new) == ("workers", 0, 4)
+    state, decision = decide(32, window(5.0, 1.0, 4.0), state, BOUNDS, 0.05)
+    assert decision is not None  # inline is slower: half the threads go on trial
     assert (decision.knob, decision.old, decision.new) == ("workers", 4, 2)
-    state, decision = decide(24, window(5.0, 1.0, 4.0, steps=16), state, BOUNDS, 0.05)
-    assert decision is not None  # twice the rate: 2 stays, 1 goes on trial
+    state, decision = decide(40, window(5.0, 1.0, 4.0, steps=16), state, BOUNDS, 0.05)
+    assert decision is not None  # twice the rate: 2 stays, and 1 goes on trial
     assert (decision.knob, decision.old, decision.new) == ("workers", 2, 1)
-    state, decision = decide(32, window(5.0, 1.0, 4.0, steps=16), state, BOUNDS, 0.05)
+    state, decision = decide(48, window(5.0, 1.0, 4.0, steps=12), state, BOUNDS, 0.05)
     assert decision is not None
-    assert (decision.knob, decision.old, decision.new) == ("workers", 1, 0)
-    state, decision = decide(40, window(5.0, 1.0, 4.0, steps=20), state, BOUNDS, 0.05)
-    # inline is fastest: every thread count tried is slower, and none is tried again
-    assert decision is None
-    assert state == TunerState(Knobs(0, 8, 64), None, frozenset({4, 2, 1}))
+    assert (decision.knob, decision.old, decision.new) == ("workers", 1, 2)
+    # 0, 1 and 4 threads are slower than 2, and 3 lies past 4: nothing is left to try
+    assert state == TunerState(Knobs(2, 8, 64), None, frozenset({0, 1, 4}))
+    assert decide(56, window(5.0, 1.0, 4.0), state, BOUNDS, 0.05) == (state, None)
 
 
 def test_fixed_threads_never_move() -> None:

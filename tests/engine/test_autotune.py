@@ -190,6 +190,14 @@ async def test_tuned_knobs_carry_into_the_next_stream() -> None:
     assert 4 <= knobs.prefetch <= 4
 
 
+async def test_windows_shorter_than_min_window_are_never_judged() -> None:
+    tune = AutoTune(max_workers=2, every=1, min_window=3600.0, clock=TickingClock())
+    loader = make_loader(workers="auto", prefetch="auto", autotune=tune)
+    assert digests(await collect(loader, 0, 24)) == reference_digests(37, 5, 0, 24)
+    assert loader.statistics().decisions == ()
+    assert loader.statistics().knobs == Knobs(2, 4, 64)
+
+
 def test_auto_rejects_bad_combinations() -> None:
     with pytest.raises(ValueError, match="executor must be 'thread' but got 'process'"):
         make_loader(workers="auto", executor="process")
@@ -201,3 +209,5 @@ def test_auto_rejects_bad_combinations() -> None:
         AutoTune(max_workers=0)
     with pytest.raises(ValueError, match=r"AutoTune.wait_share must be in \[0, 1\) but got 1.5"):
         AutoTune(wait_share=1.5)
+    with pytest.raises(ValueError, match=r"AutoTune.min_window must be in \[0, 3600\] seconds"):
+        AutoTune(min_window=-1.0)
