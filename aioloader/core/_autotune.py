@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 KNOBS = ("workers", "prefetch", "reads")
+FEWER_THREADS_TOLERANCE = 0.95
+"""A trial of fewer build threads stays at this share of the rate before it, or more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +98,9 @@ def decide(
     (set it to the threads in use to keep them fixed).
 
     - A thread change on trial is judged first: it stays when the window delivered at
-      least the rate before it (the other count joins the slower ones), else the threads
-      go back (the trial count joins them).
+      least the rate before it (95% of it for fewer threads, which leave cores free; the
+      other count joins the slower ones), else the threads go back (the trial count joins
+      them).
     - The consumer waited less than ``wait_share`` of the window: hold.
     - Building took at least as long as reading: try one more build thread (up to the
       bound, never past a count measured slower), else deepen the ring while it holds fewer
@@ -115,7 +118,9 @@ def decide(
     if state.trial is not None:
         trial = state.trial
         rate = window.rate
-        if rate >= trial.rate:  # kept; the next move may start from this window
+        # fewer threads stay unless clearly slower: at equal speed they leave cores free
+        needed = trial.rate * (FEWER_THREADS_TOLERANCE if trial.new < trial.old else 1.0)
+        if rate >= needed:  # kept; the next move may start from this window
             state = TunerState(knobs, None, state.slower | {trial.old})
         else:
             back = Knobs(trial.old, knobs.prefetch, knobs.reads)

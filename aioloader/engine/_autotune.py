@@ -157,20 +157,24 @@ class AutoTuner:
         """A step was delivered: at an ``every``-th step of the stream that ends a window of
         at least ``min_window`` seconds, decide and apply.
 
-        The window after a change (and a stream's first) settles the ring and is not
-        judged, so a thread trial is measured against the window before it, both steady.
+        The window after a change (and a stream's first) lets the ring turn over (at least
+        ``prefetch`` steps, whatever its length in seconds) and is not judged, so a thread
+        trial is measured against the window before it, both steady.
         """
         settings = self.settings
         if self._mark is None or (next_step - self._start) % settings.every:
             return None
+        steps = next_step - self._mark_step
+        if self._settling:  # ends once the ring has turned over: its depth in steps
+            if steps < self.knobs.prefetch:
+                return None
+            self._mark, self._mark_step = self._take_mark(), next_step
+            self._settling = False
+            return None
         old, new = self._mark, self._take_mark()
         if new.clock - old.clock < settings.min_window:
             return None  # the window goes on
-        steps = next_step - self._mark_step
         self._mark, self._mark_step = new, next_step
-        if self._settling:
-            self._settling = False
-            return None
         window = Window(
             elapsed=new.clock - old.clock,
             consumer_wait=new.consumer_wait - old.consumer_wait,

@@ -126,3 +126,16 @@ def test_doubling_stops_at_the_bound_and_all_bounds_hold() -> None:
     assert (decision.knob, decision.old, decision.new) == ("prefetch", 12, 16)
     full = TunerState(BOUNDS)
     assert decide(8, window(5.0, 4.0, 1.0, hit=True), full, BOUNDS, 0.05) == (full, None)
+
+
+def test_fewer_threads_stay_within_five_percent_more_must_not_be_slower() -> None:
+    fewer = TunerState(Knobs(0, 4, 64), Trial(old=2, new=0, rate=1.0))
+    state, decision = decide(16, Window(100.0, 0.0, 1.0, 4.0, False, 96), fewer, BOUNDS, 0.05)
+    assert (state, decision) == (TunerState(Knobs(0, 4, 64), None, frozenset({2})), None)
+    state, decision = decide(16, Window(100.0, 0.0, 1.0, 4.0, False, 94), fewer, BOUNDS, 0.05)
+    assert decision is not None
+    assert (decision.old, decision.new, state.slower) == (0, 2, frozenset({0}))
+    more = TunerState(Knobs(3, 4, 64), Trial(old=2, new=3, rate=1.0))
+    _, decision = decide(16, Window(100.0, 0.0, 1.0, 4.0, False, 99), more, BOUNDS, 0.05)
+    assert decision is not None
+    assert (decision.old, decision.new) == (3, 2)

@@ -72,13 +72,12 @@ async def test_auto_batches_equal_fixed_settings_while_knobs_change() -> None:
     tune = AutoTune(max_workers=4, max_prefetch=16, max_inflight_reads=8, every=1, clock=clock)
     loader = make_loader(workers="auto", prefetch="auto", max_inflight_reads=2, autotune=tune)
     assert (loader.workers, loader.prefetch) == (4, 8)  # the most threads, 2 steps each
-    batches = await collect(loader, 3, 40)
-    fixed = await collect(make_loader(workers=2, prefetch=4), 3, 40)
-    assert digests(batches) == digests(fixed) == reference_digests(37, 5, 3, 40)
+    batches = await collect(loader, 3, 80)
+    fixed = await collect(make_loader(workers=2, prefetch=4), 3, 80)
+    assert digests(batches) == digests(fixed) == reference_digests(37, 5, 3, 80)
     stats = loader.statistics()
     assert len(stats.decisions) >= 3
-    assert stats.knobs is not None
-    assert stats.knobs != Knobs(4, 8, 2)
+    assert {d.knob for d in stats.decisions} >= {"workers"}
     assert [d.step for d in stats.decisions] == sorted(d.step for d in stats.decisions)
     assert all(d.old != d.new for d in stats.decisions)
 
