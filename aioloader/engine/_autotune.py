@@ -157,9 +157,9 @@ class AutoTuner:
         """A step was delivered: at an ``every``-th step of the stream that ends a window of
         at least ``min_window`` seconds, decide and apply.
 
-        The window after a change (and a stream's first) lets the ring turn over (at least
-        ``prefetch`` steps, whatever its length in seconds) and is not judged, so a thread
-        trial is measured against the window before it, both steady.
+        The window after a change of threads (and a stream's first) lets the ring turn
+        over (at least ``prefetch`` steps, whatever its length in seconds) and is not
+        judged, so a thread trial is measured against the window before it, both steady.
         """
         settings = self.settings
         if self._mark is None or (next_step - self._start) % settings.every:
@@ -194,5 +194,5 @@ class AutoTuner:
         if decision is not None:
             self.decisions.append(decision)
             work.retune(self.knobs)
-            self._settling = True
+            self._settling = decision.knob == "workers"  # a trial is judged on a steady ring
         return decision
