@@ -212,8 +212,11 @@ async def test_transform_error_arrives_with_type_message_and_note() -> None:
         workers=2,
     )
     seen: list[int] = []
-    with pytest.raises(ValueError, match=r"bad sample 9\.0") as info:
-        await steps_until_error(loader, 5, seen)
+    try:
+        with pytest.raises(ValueError, match=r"bad sample 9\.0") as info:
+            await steps_until_error(loader, 5, seen)
+    finally:
+        await loader.aclose()  # the error's traceback holds the loader: close, not collect
     assert seen == [0, 1]
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert "global step 2 (epoch 0, step 2), slot 1, dataset index 9" in notes
@@ -238,8 +241,11 @@ async def test_worker_death_surfaces_as_an_error_naming_worker_and_exit_code(
         prefetch=3,
     )
     seen: list[int] = []
-    with pytest.raises(WorkerDiedError) as info:
-        await steps_until_error(loader, 10, seen)
+    try:
+        with pytest.raises(WorkerDiedError) as info:
+            await steps_until_error(loader, 10, seen)
+    finally:
+        await loader.aclose()  # the error's traceback holds the loader: close, not collect
     error = info.value
     assert seen == list(range(len(seen)))
     assert len(seen) <= 5
