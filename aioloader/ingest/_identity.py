@@ -22,7 +22,7 @@ from typing import Any
 
 from .._errors import ResumeMismatchError
 from ..sinks._manifest import Manifest
-from ._images import ImageOptions
+from ._images import ImageOptions, jpeg_encoder
 from ._inputs import InputRecord
 
 __all__ = ("InputTrail", "check_committed_inputs", "output_settings")
@@ -71,6 +71,8 @@ def output_settings(
         settings["image"] = None
     else:
         settings.update({f"image.{name}": value for name, value in vars(image).items()})
+        if image.touches_pixels and image.format in (None, "jpeg"):
+            settings["image.jpeg_encoder"] = jpeg_encoder()
     return settings
 
 

@@ -50,7 +50,18 @@ def test_settings_name_each_image_option() -> None:
         "image.quality": 95,
         "image.only_if_bigger": False,
         "image.reduced_decode": True,
+        "image.jpeg_encoder": "simplejpeg",  # the ingest extra has it: the GIL-free one
     }
+    png = output_settings(
+        url_field="url",
+        text_field=None,
+        image=ImageOptions(size=64, format="png"),
+        start=0,
+        key_width=9,
+        content_types=None,
+        max_body_bytes=None,
+    )
+    assert "image.jpeg_encoder" not in png  # no JPEG is encoded
 
 
 def _manifest(urls: list[str], ends: list[int], start: int = 0) -> Manifest:

@@ -75,3 +75,40 @@ def test_reduced_and_full_decoding_give_the_same_size_and_close_pixels() -> None
     a = Image.open(io.BytesIO(reduced.data)).convert("RGB").getpixel((50, 50))
     b = Image.open(io.BytesIO(full.data)).convert("RGB").getpixel((50, 50))
     assert max(abs(x - y) for x, y in zip(a, b, strict=True)) <= 6  # type: ignore[arg-type]
+
+
+def _gradient_jpeg() -> bytes:
+    import numpy as np
+
+    x = np.linspace(0, 255, 320, dtype=np.float32)
+    pixels = np.stack(np.broadcast_arrays(x[None, :], x[:, None], 255 - x[None, :]), axis=-1)
+    out = io.BytesIO()
+    Image.fromarray(pixels.astype(np.uint8)).save(out, "JPEG", quality=95)
+    return out.getvalue()
+
+
+def test_jpeg_is_encoded_by_simplejpeg_with_pillows_pixels_and_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import numpy as np
+
+    from aioloader.ingest import _images
+
+    assert _images.jpeg_encoder() == "simplejpeg"  # in the ingest extra
+    options = ImageOptions(size=128, resize_mode="center_crop")
+    ours = process_image(_gradient_jpeg(), options)
+    _images.jpeg_encoder.cache_clear()
+    monkeypatch.setitem(__import__("sys").modules, "simplejpeg", None)  # as if not installed
+    try:
+        assert _images.jpeg_encoder() == "pillow"
+        pillows = process_image(_gradient_jpeg(), options)
+    finally:
+        _images.jpeg_encoder.cache_clear()
+    assert ours.data != pillows.data
+    a, b = (Image.open(io.BytesIO(p.data)) for p in (ours, pillows))
+    assert (a.format, a.mode, a.size) == (b.format, b.mode, b.size) == ("JPEG", "RGB", (128, 128))
+    # the same 4:2:0 chroma subsampling: Y sampled at 2x2, Cb and Cr at 1x1
+    assert getattr(a, "layer") == getattr(b, "layer") == [(1, 2, 2, 0), (2, 1, 1, 1), (3, 1, 1, 1)]  # noqa: B009
+    diff = np.abs(np.asarray(a, np.int16) - np.asarray(b, np.int16))
+    assert diff.mean() < 1.0
+    assert diff.max() <= 4
