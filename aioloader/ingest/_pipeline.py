@@ -33,13 +33,14 @@ from typing import Any
 import anyio
 
 from .._progress import Progress
+from ..engine._threads import BuildThreads
 from ..sinks._manifest import FailureRecord, InputEnd, ShardRecord
 from ..sinks._tar_writer import TarShardWriter
 from ..sources._http import HttpFetcher
 from ..sources._http_result import FetchResult
 from ._extras import require_ingest_packages
 from ._identity import check_committed_inputs, output_settings
-from ._images import ImageOptions, ProcessedImage, process_image
+from ._images import ImageOptions, process_image
 from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
 from ._memory import heap_trimmer
 from ._summary import IngestSummary
@@ -154,8 +155,8 @@ class _Worker:
         self.image = image
         self.text_field = text_field
         self.key_width = key_width
-        self._threads = threads
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._thread_count = threads
+        self._threads: BuildThreads | None = None
 
     def key(self, position: int) -> str:
         return f"{position:0{self.key_width}d}"
@@ -168,33 +169,49 @@ class _Worker:
             reason = str(result.reason)
             failure = FailureRecord(record.position, reason, result.detail, key, extra)
             return _Outcome(record, result, None, failure)
-        processed: ProcessedImage | None = None
-        if self.image is not None and self.image.touches_pixels:
-            if self._limiter is None:
-                self._limiter = anyio.CapacityLimiter(self._threads)
-            try:
-                processed = await anyio.to_thread.run_sync(
-                    process_image, result.body, self.image, limiter=self._limiter
-                )
-            except ValueError as exc:
-                failure = FailureRecord(record.position, "decode", str(exc)[:200], key, extra)
-                return _Outcome(record, result, None, failure)
         meta: dict[str, Any] = {"key": key, "position": record.position, **extra}
         meta.update(status=result.status, final_url=result.final_url)
-        if processed is None:
-            fields = {_extension(result): result.body}
-        else:
-            fields = {processed.extension: processed.data}
-            meta.update(
-                width=processed.width,
-                height=processed.height,
-                original_width=processed.original_width,
-                original_height=processed.original_height,
-            )
-        if self.text_field is not None and isinstance(record.meta.get(self.text_field), str):
-            fields["txt"] = str(record.meta[self.text_field]).encode("utf-8")
-        fields["json"] = json.dumps(meta, sort_keys=True, default=str).encode("utf-8")
+        text = record.meta.get(self.text_field) if self.text_field is not None else None
+        if self.image is None or not self.image.touches_pixels:
+            fields = _fields({_extension(result): result.body}, meta, text)
+            return _Outcome(record, result, fields, None)
+        if self._threads is None:
+            self._threads = BuildThreads(self._thread_count)
+        try:  # the image and the sample's JSON are made in a thread: the loop only fetches
+            fields = await self._threads.run(_image_fields, result.body, self.image, meta, text)
+        except ValueError as exc:
+            failure = FailureRecord(record.position, "decode", str(exc)[:200], key, extra)
+            return _Outcome(record, result, None, failure)
         return _Outcome(record, result, fields, None)
+
+    async def aclose(self) -> None:
+        """Join the image threads (every job has ended or was never started)."""
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(threads.close)
+
+
+def _image_fields(
+    body: bytes, options: ImageOptions, meta: dict[str, Any], text: Any
+) -> dict[str, bytes]:
+    """A sample's fields from its fetched image (``ValueError``: it does not decode)."""
+    processed = process_image(body, options)
+    meta.update(
+        width=processed.width,
+        height=processed.height,
+        original_width=processed.original_width,
+        original_height=processed.original_height,
+    )
+    return _fields({processed.extension: processed.data}, meta, text)
+
+
+def _fields(fields: dict[str, bytes], meta: dict[str, Any], text: Any) -> dict[str, bytes]:
+    """``fields`` with the caption (``txt``, when a string) and the JSON of ``meta``."""
+    if isinstance(text, str):
+        fields["txt"] = text.encode("utf-8")
+    fields["json"] = json.dumps(meta, sort_keys=True, default=str).encode("utf-8")
+    return fields
 
 
 def _noting(
@@ -379,6 +396,7 @@ async def ingest(
             if reading.exhausted:
                 await writer.mark_input_end(InputEnd(writer.next_position, trail.digest))
     finally:
+        await worker.aclose()
         if own_fetcher:
             await active.aclose()
     manifest = writer.manifest

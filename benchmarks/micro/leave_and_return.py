@@ -5,8 +5,9 @@ Run: ``.venv/bin/python benchmarks/micro/leave_and_return.py [--repeat 5]``. Pri
 JSON line with the medians and every measurement.
 
 - ``break``: ``workers=1, prefetch=16``, batches of one sample and a 0.2 s transform; the
-  loop takes one batch and breaks. Timed from the ``break`` to the end of the ``async with`` (the stream's close).
-  Target <= 0.25 s: the one build running finishes, the fifteen queued never start.
+  loop takes one batch and breaks. Timed from the ``break`` to the end of the
+  ``async with`` (the stream's close). Target <= 0.25 s: the one build running
+  finishes, the fifteen queued never start.
 - epochs: ``executor="process", workers=2``, 3 epochs of 8 small batches on one loader;
   each epoch timed from opening its stream to its first batch. Target <= 20 ms for the
   second and later epochs (the workers started with the first).
