@@ -44,6 +44,11 @@ def _kind(address: IPAddress) -> str | None:
     return next((name for name, hit in checks if hit), None)
 
 
+LITERALS_KEPT = 4096
+"""Hosts whose ``literal_refusal`` an ``AddressPolicy`` remembers at once."""
+_UNKNOWN = object()
+
+
 class AddressPolicy:
     """Refuses non-public addresses except those allowed.
 
@@ -66,6 +71,7 @@ class AddressPolicy:
                 hosts.add(entry.strip().lower().rstrip("."))
         self.networks = tuple(networks)
         self.hosts = frozenset(hosts)
+        self._literals: dict[str, str | None] = {}  # host -> literal_refusal, bounded
 
     def __repr__(self) -> str:
         allowed = [str(n) for n in self.networks] + sorted(self.hosts)
@@ -85,13 +91,24 @@ class AddressPolicy:
         return None if kind is None else f"{host} -> {ip} is a {kind} address"
 
     def literal_refusal(self, host: str) -> str | None:
-        """``refusal`` for a host that is an IP literal; None for names (checked once resolved)."""
+        """``refusal`` for a host that is an IP literal; None for names (checked once resolved).
+
+        Remembered per host (a job fetches many URLs of few hosts), up to ``LITERALS_KEPT``.
+        """
+        known = self._literals.get(host, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
         bare = host.strip("[]")
         try:
             ipaddress.ip_address(bare.split("%", 1)[0])
         except ValueError:
-            return None
-        return self.refusal(bare, bare)
+            refused = None
+        else:
+            refused = self.refusal(bare, bare)
+        if len(self._literals) >= LITERALS_KEPT:
+            self._literals.clear()
+        self._literals[host] = refused
+        return refused
 
     def allowed(self, host: str, addresses: Sequence[str]) -> list[str]:
         """The ``addresses`` of ``host`` it may connect to; raises when none is left."""

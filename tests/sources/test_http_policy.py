@@ -67,3 +67,17 @@ def test_bad_allow_lists_are_refused() -> None:
     assert as_policy(None).networks == ()
     given = AddressPolicy(["::1"])
     assert as_policy(given) is given
+
+
+def test_literal_refusals_are_remembered_per_host_within_a_bound() -> None:
+    from aioloader.sources import _http_policy
+
+    policy = AddressPolicy(["10.0.0.0/8"])
+    assert policy.literal_refusal("127.0.0.1") == "127.0.0.1 -> 127.0.0.1 is a loopback address"
+    assert policy.literal_refusal("10.1.2.3") is None
+    assert policy.literal_refusal("example.com") is None  # a name: checked once resolved
+    assert policy.literal_refusal("127.0.0.1") == "127.0.0.1 -> 127.0.0.1 is a loopback address"
+    for number in range(_http_policy.LITERALS_KEPT + 5):
+        assert policy.literal_refusal(f"host{number}.test") is None
+    assert len(policy._literals) <= _http_policy.LITERALS_KEPT  # noqa: SLF001
+    assert policy.literal_refusal("[::1]") == "::1 -> ::1 is a loopback address"
