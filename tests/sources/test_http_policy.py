@@ -79,5 +79,5 @@ def test_literal_refusals_are_remembered_per_host_within_a_bound() -> None:
     assert policy.literal_refusal("127.0.0.1") == "127.0.0.1 -> 127.0.0.1 is a loopback address"
     for number in range(_http_policy.LITERALS_KEPT + 5):
         assert policy.literal_refusal(f"host{number}.test") is None
-    assert len(policy._literals) <= _http_policy.LITERALS_KEPT  # noqa: SLF001
+    assert len(policy._literals) <= _http_policy.LITERALS_KEPT
     assert policy.literal_refusal("[::1]") == "::1 -> ::1 is a loopback address"
