@@ -13,7 +13,7 @@ again. The ring depth and the reads in flight only grow: they cost memory, never
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 KNOBS = ("workers", "prefetch", "reads")
 FEWER_THREADS_TOLERANCE = 0.95
@@ -83,6 +83,12 @@ class TunerState:
     trial: Trial | None = None
     slower: frozenset[int] = field(default_factory=frozenset)
 
+    def back(self, slower: frozenset[int]) -> TunerState:
+        """The threads before the trial, no trial, and ``slower`` as the counts measured
+        slower."""
+        assert self.trial is not None
+        return TunerState(replace(self.knobs, workers=self.trial.old), None, slower)
+
 
 def decide(
     step: int,
@@ -123,15 +129,12 @@ def decide(
         if rate >= needed:  # kept; the next move may start from this window
             state = TunerState(knobs, None, state.slower | {trial.old})
         else:
-            back = Knobs(trial.old, knobs.prefetch, knobs.reads)
             reason = (
                 f"{rate:.4g} steps/s with {trial.new} threads < {trial.rate:.4g} with "
                 f"{trial.old}: back"
             )
-            slower = state.slower | {trial.new}
-            return TunerState(back, None, slower), Decision(
-                step, "workers", trial.new, trial.old, reason
-            )
+            back = state.back(state.slower | {trial.new})
+            return back, Decision(step, "workers", trial.new, trial.old, reason)
     if window.consumer_wait < wait_share * window.elapsed:
         return state, None
     share = f"consumer waited {window.consumer_wait / window.elapsed:.0%} of the window"
@@ -152,16 +155,13 @@ def decide(
             continue
         knob = move.rstrip("+-")
         old = getattr(knobs, knob)
-        values = {"workers": knobs.workers, "prefetch": knobs.prefetch, "reads": knobs.reads}
-        values[knob] = new
         reason = f"{share}; {cause}"
         probation: Trial | None = None
         if knob == "workers":
             probation = Trial(old, new, window.rate)
             reason += f"; on trial against {probation.rate:.4g} steps/s"
-        return TunerState(Knobs(**values), probation, state.slower), Decision(
-            step, knob, old, new, reason
-        )
+        moved = TunerState(replace(knobs, **{knob: new}), probation, state.slower)
+        return moved, Decision(step, knob, old, new, reason)
     return state, None
 
 

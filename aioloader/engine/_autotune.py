@@ -146,10 +146,8 @@ class AutoTuner:
         self._settling = True
         state = self._state
         if state.trial is not None:
-            knobs, trial = state.knobs, state.trial
-            self._state = TunerState(
-                Knobs(trial.old, knobs.prefetch, knobs.reads), None, state.slower
-            )
+            trial = state.trial
+            self._state = state.back(state.slower)
             reason = "a new stream began before the trial was judged: back"
             self.decisions.append(Decision(start, "workers", trial.new, trial.old, reason))
 
