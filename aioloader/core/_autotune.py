@@ -68,10 +68,10 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Trial:
-    """A change of build threads on probation: ``old`` threads delivered ``rate`` steps/s."""
+    """A change of build threads on probation, from ``old`` threads that delivered ``rate``
+    steps/s (the new count is the state's ``knobs.workers``)."""
 
     old: int
-    new: int
     rate: float
 
 
@@ -122,19 +122,19 @@ def decide(
         return state, None
     knobs = state.knobs
     if state.trial is not None:
-        trial = state.trial
+        trial, threads = state.trial, knobs.workers
         rate = window.rate
         # fewer threads stay unless clearly slower: at equal speed they leave cores free
-        needed = trial.rate * (FEWER_THREADS_TOLERANCE if trial.new < trial.old else 1.0)
+        needed = trial.rate * (FEWER_THREADS_TOLERANCE if threads < trial.old else 1.0)
         if rate >= needed:  # kept; the next move may start from this window
             state = TunerState(knobs, None, state.slower | {trial.old})
         else:
             reason = (
-                f"{rate:.4g} steps/s with {trial.new} threads < {trial.rate:.4g} with "
+                f"{rate:.4g} steps/s with {threads} threads < {trial.rate:.4g} with "
                 f"{trial.old}: back"
             )
-            back = state.back(state.slower | {trial.new})
-            return back, Decision(step, "workers", trial.new, trial.old, reason)
+            back = state.back(state.slower | {threads})
+            return back, Decision(step, "workers", threads, trial.old, reason)
     if window.consumer_wait < wait_share * window.elapsed:
         return state, None
     share = f"consumer waited {window.consumer_wait / window.elapsed:.0%} of the window"
@@ -158,7 +158,7 @@ def decide(
         reason = f"{share}; {cause}"
         probation: Trial | None = None
         if knob == "workers":
-            probation = Trial(old, new, window.rate)
+            probation = Trial(old, window.rate)
             reason += f"; on trial against {probation.rate:.4g} steps/s"
         moved = TunerState(replace(knobs, **{knob: new}), probation, state.slower)
         return moved, Decision(step, knob, old, new, reason)

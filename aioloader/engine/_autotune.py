@@ -146,10 +146,10 @@ class AutoTuner:
         self._settling = True
         state = self._state
         if state.trial is not None:
-            trial = state.trial
+            trial, threads = state.trial, state.knobs.workers
             self._state = state.back(state.slower)
             reason = "a new stream began before the trial was judged: back"
-            self.decisions.append(Decision(start, "workers", trial.new, trial.old, reason))
+            self.decisions.append(Decision(start, "workers", threads, trial.old, reason))
 
     def delivered(self, next_step: int, work: TunableWork) -> Decision | None:
         """A step was delivered: at an ``every``-th step of the stream that ends a window of

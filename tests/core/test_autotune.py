@@ -33,20 +33,20 @@ def test_build_bound_tries_one_more_thread() -> None:
         2,
         "consumer waited 50% of the window; build 4s >= read 1s; on trial against 0.8 steps/s",
     )
-    assert state == TunerState(Knobs(2, 2, 64), Trial(old=1, new=2, rate=0.8))
+    assert state == TunerState(Knobs(2, 2, 64), Trial(old=1, rate=0.8))
 
 
 def test_a_trial_at_least_as_fast_stays_and_the_next_move_follows() -> None:
-    on_trial = TunerState(Knobs(2, 2, 64), Trial(old=1, new=2, rate=0.8))
+    on_trial = TunerState(Knobs(2, 2, 64), Trial(old=1, rate=0.8))
     state, decision = decide(16, window(5.0, 1.0, 4.0, steps=8), on_trial, BOUNDS, 0.05)
     # kept (0.8 >= 0.8); 1 thread is now known slower, and 3 go on trial from this window
     assert decision is not None
     assert (decision.step, decision.knob, decision.old, decision.new) == (16, "workers", 2, 3)
-    assert state == TunerState(Knobs(3, 2, 64), Trial(2, 3, 0.8), frozenset({1}))
+    assert state == TunerState(Knobs(3, 2, 64), Trial(2, 0.8), frozenset({1}))
 
 
 def test_a_slower_trial_goes_back_and_is_not_tried_again() -> None:
-    on_trial = TunerState(Knobs(3, 2, 64), Trial(old=2, new=3, rate=1.0), frozenset({1}))
+    on_trial = TunerState(Knobs(3, 2, 64), Trial(old=2, rate=1.0), frozenset({1}))
     state, decision = decide(24, window(5.0, 1.0, 4.0, steps=6), on_trial, BOUNDS, 0.05)
     assert decision == Decision(24, "workers", 3, 2, "0.6 steps/s with 3 threads < 1 with 2: back")
     assert state == TunerState(Knobs(2, 2, 64), None, frozenset({1, 3}))
@@ -129,13 +129,13 @@ def test_doubling_stops_at_the_bound_and_all_bounds_hold() -> None:
 
 
 def test_fewer_threads_stay_within_five_percent_more_must_not_be_slower() -> None:
-    fewer = TunerState(Knobs(0, 4, 64), Trial(old=2, new=0, rate=1.0))
+    fewer = TunerState(Knobs(0, 4, 64), Trial(old=2, rate=1.0))
     state, decision = decide(16, Window(100.0, 0.0, 1.0, 4.0, False, 96), fewer, BOUNDS, 0.05)
     assert (state, decision) == (TunerState(Knobs(0, 4, 64), None, frozenset({2})), None)
     state, decision = decide(16, Window(100.0, 0.0, 1.0, 4.0, False, 94), fewer, BOUNDS, 0.05)
     assert decision is not None
     assert (decision.old, decision.new, state.slower) == (0, 2, frozenset({0}))
-    more = TunerState(Knobs(3, 4, 64), Trial(old=2, new=3, rate=1.0))
+    more = TunerState(Knobs(3, 4, 64), Trial(old=2, rate=1.0))
     _, decision = decide(16, Window(100.0, 0.0, 1.0, 4.0, False, 99), more, BOUNDS, 0.05)
     assert decision is not None
     assert (decision.old, decision.new) == (3, 2)
