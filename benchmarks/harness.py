@@ -1,11 +1,5 @@
-"""The machinery of ``benchmarks/run.py``: cases, interleaved rounds, machine facts, reports.
-
-A ``Case`` is one system on one workload: ``measure()`` returns one number (its metric).
-``run_interleaved`` runs every case once per round, in the same order (A B C A B C ...),
-drops the first round (warm-up) and keeps the rest, so slow drifts of a shared machine
-touch every case alike. Reports give the median, min and max of the kept rounds and the
-ratio of medians to the workload's baseline, all from the same run.
-"""
+"""What ``benchmarks/run.py`` runs: ports, the check before timing, cases, interleaved rounds,
+targets, and the MARK/RESULT protocol of rows run in a child process (W6, W8)."""
 
 from __future__ import annotations
 
@@ -23,12 +17,12 @@ from typing import Any
 
 from aioloader._progress import Progress
 
+Log = Callable[[str], None]
+
 
 class Port:
-    """One loader set up for a workload: ``batches(stop)`` yields steps ``[0, stop)``.
-
-    ``exact``: whether its batches must equal the reference bit for bit (not only in shape).
-    """
+    """A system set up for a workload: ``batches(stop)`` yields the batches of steps ``[0, stop)``;
+    where ``exact``, they must equal the reference bit for bit, not only in shape."""
 
     name = ""
     group = ""
@@ -71,37 +65,25 @@ class Steps(Port):
         yield (self.step(g) for g in range(stop))
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class StepBuilder:
-    """``g -> batch``: plan step ``g``, gather its samples, ``work`` each, ``collate(samples,
-    plan)``; with ``fields``, the batch's arrays as a dict. For SPDL and Grain.
+    """``g -> batch`` for SPDL and Grain: plan step ``g``, ``work`` each sample, ``collate(samples,
+    plan)``; with ``fields``, the batch's arrays as a dict. ``parts()`` makes ``(sampler,
+    collate)``; a pickled copy calls it again, and ``rebuild()`` (if given) for the data."""
 
-    ``parts()`` makes ``(sampler, collate)``. Picklable for spawned workers: they call
-    ``parts()`` again, and ``rebuild()`` (when given) to remake the data instead of
-    receiving it.
-    """
+    seed: int
+    parts: Callable[[], tuple[Any, Callable[[list[Any], Any], Any]]]
+    data: list[Any] | None = None
+    rebuild: Callable[[], list[Any]] | None = None
+    work: Callable[[Any], Any] | None = None
+    fields: Sequence[str] = ()
 
-    def __init__(
-        self,
-        seed: int,
-        parts: Callable[[], tuple[Any, Callable[[list[Any], Any], Any]]],
-        data: list[Any] | None = None,
-        rebuild: Callable[[], list[Any]] | None = None,
-        work: Callable[[Any], Any] | None = None,
-        fields: Sequence[str] = (),
-    ) -> None:
-        self.seed, self.parts, self.data, self.rebuild = seed, parts, data, rebuild
-        self.work, self.fields = work, tuple(fields)
-        self.sampler, self.collate = parts()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in vars(self).items() if k not in ("sampler", "collate")}
-        if self.rebuild is not None:
-            state["data"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        vars(self).update(state)
+    def __post_init__(self) -> None:
         self.sampler, self.collate = self.parts()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        data = None if self.rebuild is not None else self.data
+        return type(self), (self.seed, self.parts, data, self.rebuild, self.work, self.fields)
 
     def __call__(self, g: int) -> Any:
         from aioloader.core import plan_batch
@@ -119,8 +101,7 @@ class StepBuilder:
 
 
 def fields(names: Sequence[str]) -> Callable[[Any], dict[str, Any]]:
-    """``batch -> {name: array}``: a dict batch's entries (those it has) or a batch's
-    attributes, for ``verify``."""
+    """``batch -> {name: array}`` for ``verify``: a dict's entries (those it has) or attributes."""
 
     def arrays(batch: Any) -> dict[str, Any]:
         if isinstance(batch, dict):
@@ -135,7 +116,7 @@ def verify(
     ports: Sequence[Port],
     steps: int,
     arrays: Callable[[Any], dict[str, Any]],
-    log: Callable[[str], None],
+    log: Log,
     expected: list[dict[str, Any]] | None = None,
 ) -> None:
     """Every port gives ``expected`` (default: the first port's batches) as ``arrays(batch)``:
@@ -158,11 +139,8 @@ def verify(
                 raise AssertionError(f"{port.name}: step {step} has {sorted(mine)}")
             for name, a in mine.items():
                 b = np.asarray(theirs[name])
-                if a.shape != b.shape:
-                    raise AssertionError(
-                        f"{port.name}: step {step} {name} shape {a.shape} != {b.shape}"
-                    )
-                if port.exact and (a.dtype != b.dtype or a.tobytes() != b.tobytes()):
+                same = not port.exact or (a.dtype == b.dtype and a.tobytes() == b.tobytes())
+                if a.shape != b.shape or not same:
                     raise AssertionError(f"{workload} {port.name}: step {step} {name} differs")
         kind = "bit-identical" if port.exact else "same shapes"
         log(f"  {workload} {port.name}: {len(got)} batches {kind}")
@@ -170,21 +148,9 @@ def verify(
 
 @dataclasses.dataclass
 class Case:
-    """One system on one workload.
-
-    Attributes:
-        workload: ``"W1"``, ``"W3"``, ...
-        system: The row's name.
-        metric: What ``measure()`` returns, with its unit (``"batches/s"``).
-        measure: Runs the system once and returns the metric.
-        higher_is_better: False for times.
-        baseline: The row the workload's ratios divide by.
-        group: The family (``"aioloader"``, ``"torch"``, ...), for targets and the plot.
-        note: One line on how the port works.
-        facts: Static numbers of the case (measured once, not per round).
-        compare_to: The system (same workload) this row's ratio divides by, when it is not
-            the workload's baseline (W2: the aiohttp row of the same path and reads).
-    """
+    """One row: ``system`` on ``workload``; ``measure()`` runs it once and returns ``metric``.
+    ``facts`` are measured once, not per round; ``compare_to`` names the row its ratio divides
+    by when that is not the workload's baseline (W2: the aiohttp row of the same path)."""
 
     workload: str
     system: str
@@ -192,23 +158,17 @@ class Case:
     measure: Callable[[], float]
     higher_is_better: bool = True
     baseline: bool = False
-    group: str = ""
+    group: str = ""  # the family: "aioloader", "torch", ...
     note: str = ""
     facts: dict[str, Any] = dataclasses.field(default_factory=dict)
     compare_to: str | None = None
-    values: list[float] = dataclasses.field(default_factory=list)
+    values: list[float] = dataclasses.field(default_factory=list)  # the kept rounds
     error: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """Median, min, max and the kept values (``None`` when the case failed)."""
-        if not self.values:
-            return {"median": None, "min": None, "max": None, "values": []}
-        return {
-            "median": statistics.median(self.values),
-            "min": min(self.values),
-            "max": max(self.values),
-            "values": list(self.values),
-        }
+        low, high = (min(self.values), max(self.values)) if self.values else (None, None)
+        return {"median": median(self), "min": low, "max": high, "values": list(self.values)}
 
 
 def port_case(
@@ -221,24 +181,16 @@ def port_case(
     facts: dict[str, Any] | None = None,
     scale: int = 1,
 ) -> Case:
-    """The case of ``port``: ``scale x port.measure(warm, count)`` each round (``scale``:
-    samples per batch for a per-sample metric), named as the port."""
-    return Case(
-        workload=workload,
-        system=port.name,
-        metric=metric,
-        measure=lambda: scale * port.measure(warm, count),
-        baseline=baseline,
-        group=port.group,
-        note=port.note,
-        facts=dict(facts or {}),
-    )
+    """``port``'s row: ``scale x port.measure(warm, count)`` (``scale``: samples per batch)."""
+    case = Case(workload, port.name, metric, lambda: scale * port.measure(warm, count))
+    case.baseline, case.group, case.note = baseline, port.group, port.note
+    case.facts = dict(facts or {})
+    return case
 
 
-def run_interleaved(
-    cases: Sequence[Case], rounds: int, log: Callable[[str], None] = print
-) -> float:
-    """Run every case once per round (plus a warm-up round, dropped); returns seconds taken."""
+def run_interleaved(cases: Sequence[Case], rounds: int, log: Log = print) -> float:
+    """Every case once per round in a fixed order, so slow drifts of the machine touch all
+    alike, after a warm-up round (dropped); returns the seconds taken."""
     started = time.perf_counter()
     bar = Progress((rounds + 1) * len(cases), "measurements")
     for round_index in range(rounds + 1):
@@ -261,69 +213,53 @@ def run_interleaved(
     return time.perf_counter() - started
 
 
+def median(case: Case | None) -> float | None:
+    return statistics.median(case.values) if case is not None and case.values else None
+
+
 def ratio(case: Case, baseline: Case | None) -> float | None:
-    """How many times better than the baseline (medians; > 1 is better)."""
-    if baseline is None or not case.values or not baseline.values:
+    """How many times better than ``baseline`` (medians; > 1 is better, also for times)."""
+    mine, theirs = median(case), median(baseline)
+    if mine is None or theirs is None:
         return None
-    mine, theirs = statistics.median(case.values), statistics.median(baseline.values)
     if case.higher_is_better:
         return mine / theirs if theirs else None
     return theirs / mine if mine else None
 
 
 def baseline_of(cases: Sequence[Case], workload: str) -> Case | None:
-    """The baseline case of a workload."""
     return next((c for c in cases if c.workload == workload and c.baseline), None)
 
 
 def reference_of(cases: Sequence[Case], case: Case) -> Case | None:
     """What ``case``'s ratio divides by: its ``compare_to`` row, else the baseline."""
-    if case.compare_to is not None:
-        return next(
-            (c for c in cases if c.workload == case.workload and c.system == case.compare_to),
-            None,
-        )
-    return baseline_of(cases, case.workload)
-
-
-# -- targets ------------------------------------------------------------------------------
-def median(case: Case | None) -> float | None:
-    """The case's median, or None without a case."""
-    return Case.summary(case)["median"] if case is not None else None
+    if case.compare_to is None:
+        return baseline_of(cases, case.workload)
+    same = (c for c in cases if c.workload == case.workload and c.system == case.compare_to)
+    return next(same, None)
 
 
 def best(cases: Sequence[Case], workload: str, group: str, prefix: str = "") -> Case | None:
     """The best measured row of ``group`` in ``workload`` whose name starts with ``prefix``."""
-    mine = [
-        c
-        for c in cases
-        if c.workload == workload and c.group == group and c.values and c.system.startswith(prefix)
-    ]
+    mine = [c for c in cases if c.workload == workload and c.group == group and c.values]
+    mine = [c for c in mine if c.system.startswith(prefix)]
     if not mine:
         return None
-    pick = max if mine[0].higher_is_better else min
-    return pick(mine, key=lambda c: Case.summary(c)["median"])
+    return (max if mine[0].higher_is_better else min)(mine, key=lambda c: median(c) or 0.0)
 
 
 def target(text: str, mine: Case | None, theirs: Case | None, at_least: float) -> dict[str, Any]:
     """The target ``median(mine) / median(theirs) >= at_least``, measured."""
     if mine is None or theirs is None:
-        return {"target": text, "measured": "n/a (a row is missing)", "met": None}
+        return fact_target(text, "n/a (a row is missing)", None)
     a, b = median(mine), median(theirs)
     value = a / b if a and b else 0.0
-    return {
-        "target": text,
-        "measured": f"{value:.2f}x ({mine.system} {a:,.0f} vs {theirs.system} {b:,.0f})",
-        "ratio": value,
-        "met": value >= at_least,
-    }
+    measured = f"{value:.2f}x ({mine.system} {a:,.0f} vs {theirs.system} {b:,.0f})"
+    return {"target": text, "measured": measured, "ratio": value, "met": value >= at_least}
 
 
 def auto_target(cases: Sequence[Case], workload: str, auto: str, picked: Sequence[str]) -> Any:
-    """Issue 21: the ``auto`` row >= 0.95x the best of the ``picked`` hand-set rows.
-
-    The rows were checked to give the same batches before timing (the same digest).
-    """
+    """Issue 21: the ``auto`` row >= 0.95x the best ``picked`` row (checked to match before)."""
     rows = {c.system: c for c in cases if c.workload == workload and c.values}
     candidates = [rows[name] for name in picked if name in rows]
     best_row = max(candidates, key=lambda c: median(c) or 0.0) if candidates else None
@@ -336,28 +272,18 @@ def fact_target(text: str, measured: str, met: bool | None) -> dict[str, Any]:
     return {"target": text, "measured": measured, "met": met}
 
 
-# -- what is installed ----------------------------------------------------------------------
 def installed_rows(
-    workload: str,
-    optional: Sequence[tuple[str, Callable[[], list[Any]]]],
-    log: Callable[[str], None],
+    workload: str, optional: Sequence[tuple[str, Callable[[], list[Any]]]], log: Log
 ) -> list[Any]:
-    """The rows ``build()`` of each ``(module, build)`` whose module imports; a missing
-    module's rows are left out, and the log says so."""
+    """``build()`` of each ``(module, build)`` whose module imports; logs the others."""
     rows: list[Any] = []
     for module, build in optional:
-        try:
-            __import__(module)
-        except ImportError as error:
-            log(f"  {workload}: {module} is not installed ({error}); its rows are left out")
-            continue
-        rows += build()
+        if can_run(f"{workload} {module} rows", [module], log):
+            rows += build()
     return rows
 
 
-def can_run(
-    workload: str, modules: Sequence[str], log: Callable[[str], None], weed: bool = False
-) -> bool:
+def can_run(workload: str, modules: Sequence[str], log: Log, weed: bool = False) -> bool:
     """Whether ``modules`` import (and, with ``weed``, SeaweedFS is found); else log why."""
     try:
         for module in modules:
@@ -366,7 +292,7 @@ def can_run(
             from tests._support.s3 import find_weed
 
             find_weed()
-    except Exception as error:  # any missing piece: the workload is left out, and said so
+    except Exception as error:  # any missing piece: left out, and the log says so
         log(f"  {workload} left out: {type(error).__name__}: {error}")
         return False
     return True
@@ -376,28 +302,13 @@ PEERS_ENV = "AIOLOADER_BENCH_PEERS"
 
 
 def use_peer_paths(extra: Sequence[str] = ()) -> list[str]:
-    """Make peers installed outside the venv importable here and in every child process.
-
-    A peer whose requirements clash with the venv's (img2dataset's pandas, OpenCV, wandb...)
-    is installed into a folder of its own, ``pip install --target DIR``; ``extra`` and the
-    ``os.pathsep``-separated folders in ``$AIOLOADER_BENCH_PEERS`` are *appended* to
-    ``sys.path`` (so the venv's numpy, pyarrow, webdataset... win over copies in DIR), and
-    all of them are written back to the variable, which the rows' child processes inherit.
-
-    Returns:
-        The peer folders now on ``sys.path``.
-
-    Raises:
-        ValueError: A folder does not exist.
-    """
+    """Append ``extra`` and ``$AIOLOADER_BENCH_PEERS``'s folders (``pip install --target DIR``)
+    to ``sys.path``, after the venv's packages, and to the variable for child processes."""
     found = [p for p in os.environ.get(PEERS_ENV, "").split(os.pathsep) if p]
-    folders = list(dict.fromkeys([*found, *(os.fspath(p) for p in extra)]))
+    folders = list(dict.fromkeys([*found, *map(os.fspath, extra)]))
     for folder in folders:
         if not os.path.isdir(folder):
-            raise ValueError(
-                f"peer path (--peer-path or ${PEERS_ENV}) must be an existing folder "
-                f"but got {folder!r}"
-            )
+            raise ValueError(f"peer path {folder!r} (--peer-path or ${PEERS_ENV}) is not a folder")
         if folder not in sys.path:
             sys.path.append(folder)
     if folders:
@@ -405,92 +316,60 @@ def use_peer_paths(extra: Sequence[str] = ()) -> list[str]:
     return folders
 
 
-# -- a row in a child process: "MARK [name]" lines, each answered, then "RESULT {json}" --------
-def child_say(line: str) -> None:
-    """In a child: one protocol line on the real stdout (logs go to stderr)."""
-    stdout = sys.__stdout__
-    assert stdout is not None
-    stdout.write(line + "\n")
-    stdout.flush()
-
-
+# A row in a child process: "MARK [name]" lines, each answered, then "RESULT {json}".
 def child_mark(name: str = "") -> None:
     """In a child: a mark the parent reads its counters at; returns once it has."""
-    child_say(f"MARK {name}".rstrip())
+    print(f"MARK {name}".rstrip(), file=sys.__stdout__, flush=True)  # logs go to stderr
     sys.stdin.readline()
 
 
 def child_main(run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-    """In a child: ``run`` the spec given as JSON in ``argv[1]``, send ``RESULT {json}``, exit.
-
-    Only the protocol lines go to stdout; ``os._exit`` ends the peers' worker processes and
-    portal threads with us.
-    """
+    """In a child: ``run`` the JSON spec of ``argv[1]``, its prints sent to stderr, send the
+    result, then ``os._exit``, which ends the peers' worker processes and threads too."""
     spec = json.loads(sys.argv[1])
     with contextlib.redirect_stdout(sys.stderr):
         result = run(spec)
-    child_say("RESULT " + json.dumps(result))
+    print("RESULT " + json.dumps(result), file=sys.__stdout__, flush=True)
     os._exit(0)
 
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of process ``pid`` in seconds (0 when it has gone)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_child(
-    command: list[str],
-    env: dict[str, str],
-    cwd: Path,
-    timeout: float,
-    on_mark: Callable[[str], None],
+    command: list[str], env: dict[str, str], cwd: Path, timeout: float, on_mark: Log
 ) -> tuple[dict[str, Any] | None, bool, int | None]:
-    """Run a child that speaks the protocol; ``on_mark(name)`` runs before each answer.
-
-    Returns the child's result (None if it sent none), whether the watchdog killed it
-    after ``timeout`` seconds, and its exit code.
-    """
+    """Run a child that speaks the protocol, ``on_mark(name)`` before answering each mark: its
+    result (None if it sent none), whether it was killed after ``timeout`` s, its exit code."""
     import subprocess
     import threading
 
-    child = subprocess.Popen(
-        command,
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env},
-    )
+    pipe = subprocess.PIPE
     timed_out = threading.Event()
-
-    def kill() -> None:
-        timed_out.set()
-        child.kill()
-
-    watchdog = threading.Timer(timeout, kill)
-    watchdog.start()
-    result: dict[str, Any] | None = None
-    try:
-        assert child.stdout is not None
+    result = None
+    with subprocess.Popen(
+        command, cwd=cwd, stdin=pipe, stdout=pipe, text=True, env={**os.environ, **env}
+    ) as child:  # closes the pipes and waits for the child
         assert child.stdin is not None
-        for line in child.stdout:
-            if line.startswith("MARK"):
-                on_mark(line[len("MARK") :].strip())
-                child.stdin.write("ok\n")
-                child.stdin.flush()
-            elif line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-        child.wait(60)
-    finally:
-        watchdog.cancel()
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        for pipe in (child.stdin, child.stdout):
-            if pipe is not None:
-                pipe.close()
+        assert child.stdout is not None
+        watchdog = threading.Timer(timeout, lambda: (timed_out.set(), child.kill()))
+        watchdog.start()
+        try:
+            for line in child.stdout:
+                if line.startswith("MARK"):
+                    on_mark(line.removeprefix("MARK").strip())
+                    child.stdin.write("ok\n")
+                    child.stdin.flush()
+                elif line.startswith("RESULT "):
+                    result = json.loads(line.removeprefix("RESULT "))
+            child.wait(60)
+        finally:
+            watchdog.cancel()
+            child.kill()  # a no-op once it has ended
     return result, timed_out.is_set(), child.returncode

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import json
 import os
 import platform
-import sys
+import re
 import textwrap
 from collections.abc import Sequence
 from importlib import metadata
@@ -15,36 +15,10 @@ from typing import Any
 
 from harness import Case, ratio, reference_of
 
-# The packages whose versions a report names.
-PACKAGES = [
-    "aioloader",
-    "numpy",
-    "numba",
-    "pillow",
-    "anyio",
-    "uvloop",
-    "trio",
-    "torch",
-    "torchdata",
-    "spdl",
-    "grain",
-    "matplotlib",
-    "img2dataset",
-    "webdataset",
-    "aiohttp",
-]
-
-
-# -- machine facts ----------------------------------------------------------------------
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+PACKAGES = (  # the packages whose versions a report names
+    "aioloader numpy numba pillow anyio uvloop trio torch torchdata spdl grain matplotlib "
+    "img2dataset webdataset aiohttp"
+)
 
 
 def _version(name: str) -> str:
@@ -56,54 +30,27 @@ def _version(name: str) -> str:
 
 def machine_facts() -> dict[str, Any]:
     """Cores, CPU, memory, Python, package versions and the load average now."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        usable = os.cpu_count() or 0
-    memory = None
-    try:
-        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        memory = round(pages * page_size / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
+    cpu = platform.processor() or "unknown"
+    with contextlib.suppress(OSError):
+        found = re.search(r"^model name\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = found[1].strip() if found else cpu
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None  # Linux
     return {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        "cpu": _cpu_model(),
+        "cpu": cpu,
         "cores": os.cpu_count(),
-        "usable_cores": usable,
-        "memory_gib": memory,
+        "usable_cores": len(usable) if usable is not None else os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1),
         "platform": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "packages": {name: _version(name) for name in PACKAGES},
+        "packages": {name: _version(name) for name in PACKAGES.split()},
         "load_average_start": load_average(),
     }
 
 
-def load_average() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-# -- reports ----------------------------------------------------------------------------
-def _fmt(value: float | None, metric: str) -> str:
-    if value is None:
-        return "n/a"
-    if metric.startswith("ms") or metric.endswith("(ms)"):
-        return f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if abs(value) >= 1:
-        return f"{value:,.2f}"
-    return f"{value:.3g}"
-
-
-def _ratio_text(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.2f}x" if value < 10_000 else f"{value:.2g}x"
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def to_json(
@@ -117,22 +64,11 @@ def to_json(
     rows = []
     for case in cases:
         base = reference_of(cases, case)
-        rows.append(
-            {
-                "workload": case.workload,
-                "system": case.system,
-                "group": case.group,
-                "metric": case.metric,
-                "higher_is_better": case.higher_is_better,
-                "baseline": case.baseline,
-                "ratio_to_baseline": ratio(case, base),
-                "compared_to": base.system if base is not None else None,
-                "note": case.note,
-                "facts": case.facts,
-                "error": case.error,
-                **case.summary(),
-            }
-        )
+        names = ("workload", "system", "group", "metric", "higher_is_better", "baseline")
+        row = {name: getattr(case, name) for name in names}
+        row.update(ratio_to_baseline=ratio(case, base), compared_to=base.system if base else None)
+        row.update(note=case.note, facts=case.facts, error=case.error, **case.summary())
+        rows.append(row)
     return {
         "machine": facts,
         "settings": settings,
@@ -140,6 +76,40 @@ def to_json(
         "targets": targets,
         "notes": notes,
     }
+
+
+def _number(value: float | None, metric: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if metric.startswith("ms") or metric.endswith("(ms)"):
+        return f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.3g}"
+
+
+def _cells(row: dict[str, Any], keys: list[str]) -> list[str]:
+    """A results row as table cells: name, median, min-max, ratio, then its ``keys`` facts."""
+    cells = [row["system"] + (" (baseline)" if row["baseline"] else "")]
+    if row["error"]:
+        cells += ["failed", row["error"][:80], "n/a"]
+    else:
+        low, high = (_number(row[k], row["metric"]) for k in ("min", "max"))
+        cells += [_number(row["median"], row["metric"]), f"{low}-{high}"]
+        ratio = row["ratio_to_baseline"]
+        if ratio is None:
+            cells.append("n/a")
+        else:
+            cells.append(f"{ratio:.2f}x" if ratio < 10_000 else f"{ratio:.2g}x")
+    return cells + [_fact(row["facts"].get(key)) for key in keys]
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return "" if value is None else str(value)
 
 
 def to_markdown(data: dict[str, Any], titles: dict[str, str]) -> str:
@@ -162,36 +132,17 @@ def to_markdown(data: dict[str, Any], titles: dict[str, str]) -> str:
         "Values are medians of the kept rounds with their min-max; ratios are medians "
         "divided by the workload's baseline row (> 1 is better, also for times).",
     ]
-    rows = data["results"]
     for workload, title in titles.items():
-        mine = [r for r in rows if r["workload"] == workload]
+        mine = [r for r in data["results"] if r["workload"] == workload]
         if not mine:
             continue
-        lines += ["", f"## {workload}: {title}", ""]
-        fact_keys: list[str] = []
-        for r in mine:
-            for key in r["facts"]:
-                if key not in fact_keys:
-                    fact_keys.append(key)
-        header = ["system", mine[0]["metric"] + " (median)", "min-max", "vs baseline"]
-        lines.append("| " + " | ".join(header + fact_keys) + " |")
-        lines.append("|" + "---|" + "---:|" * (len(header) - 1 + len(fact_keys)))
-        for r in mine:
-            name = r["system"] + (" (baseline)" if r["baseline"] else "")
-            if r["error"]:
-                cells = [name, "failed", r["error"][:80], "n/a"]
-            else:
-                cells = [
-                    name,
-                    _fmt(r["median"], r["metric"]),
-                    f"{_fmt(r['min'], r['metric'])}-{_fmt(r['max'], r['metric'])}",
-                    _ratio_text(r["ratio_to_baseline"]),
-                ]
-            cells += [_fact(r["facts"].get(key)) for key in fact_keys]
-            lines.append("| " + " | ".join(cells) + " |")
+        keys = list(dict.fromkeys(key for r in mine for key in r["facts"]))
+        header = ["system", mine[0]["metric"] + " (median)", "min-max", "vs baseline", *keys]
+        lines += ["", f"## {workload}: {title}", "", "| " + " | ".join(header) + " |"]
+        lines.append("|---|" + "---:|" * (len(header) - 1))
+        lines += ["| " + " | ".join(_cells(r, keys)) + " |" for r in mine]
         for note in data["notes"].get(workload, []):
-            lines.append("")
-            lines.append(note)
+            lines += ["", note]
     if data["targets"]:
         lines += ["", "## Targets", "", "| target | measured | met |", "|---|---|---|"]
         for t in data["targets"]:
@@ -200,41 +151,8 @@ def to_markdown(data: dict[str, Any], titles: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _fact(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return _fmt(value, "")
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """``data`` as indented JSON."""
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-
-
-def python_command() -> str:
-    """The command line that started this process, as a person would type it."""
-    argv = [Path(sys.argv[0]).as_posix(), *sys.argv[1:]]
-    return "python " + " ".join(argv)
-
-
-# -- the plot ---------------------------------------------------------------------------
-COLORS = {
-    "aioloader": "#1f77b4",
-    "torch": "#d62728",
-    "spdl": "#9467bd",
-    "grain": "#2ca02c",
-    "hand-written": "#7f7f7f",
-    "floor": "#bcbd22",
-    "img2dataset": "#ff7f0e",
-}
-
-
 def plot(path: Path, data: dict[str, Any], titles: dict[str, str]) -> bool:
-    """A PNG with one panel per workload of ``titles`` (in its order); False without matplotlib."""
+    """A PNG, one panel per workload of ``titles`` (in order); False without matplotlib."""
     try:
         import matplotlib
     except ImportError:
@@ -243,45 +161,25 @@ def plot(path: Path, data: dict[str, Any], titles: dict[str, str]) -> bool:
     import matplotlib.pyplot as plt
 
     rows = [r for r in data["results"] if r["median"] is not None]
-    panels = [w for w in titles if any(r["workload"] == w for r in rows)]
-    heights = [max(2.0, 0.38 * sum(r["workload"] == w for r in rows) + 1.0) for w in panels]
+    panels = {w: [r for r in rows if r["workload"] == w] for w in titles}
+    panels = {w: mine for w, mine in panels.items() if mine}
+    colors = {group: f"C{i}" for i, group in enumerate(dict.fromkeys(r["group"] for r in rows))}
+    heights = [max(2.0, 0.38 * len(mine) + 1.0) for mine in panels.values()]
     fig, axes = plt.subplots(
-        len(panels),
-        1,
-        figsize=(10, sum(heights) + 0.6),
-        gridspec_kw={"height_ratios": heights},
-        squeeze=False,
+        len(panels), 1, figsize=(10, sum(heights) + 0.6), height_ratios=heights, squeeze=False
     )
-    for ax, workload in zip(axes[:, 0], panels, strict=True):
-        mine = [r for r in rows if r["workload"] == workload]
-        names = [r["system"] for r in mine]
-        medians = [r["median"] for r in mine]
-        low = [r["median"] - r["min"] for r in mine]
-        high = [r["max"] - r["median"] for r in mine]
-        colors = [COLORS.get(r["group"], "#17becf") for r in mine]
-        y = list(range(len(mine)))[::-1]
-        ax.barh(y, medians, xerr=[low, high], color=colors, capsize=3)
-        ax.set_yticks(y)
-        ax.set_yticklabels(names, fontsize=8)
+    for ax, (workload, mine) in zip(axes[:, 0], panels.items(), strict=True):
+        y = range(len(mine) - 1, -1, -1)
+        spread = [[r["median"] - r["min"] for r in mine], [r["max"] - r["median"] for r in mine]]
+        bars = [r["median"] for r in mine]
+        ax.barh(y, bars, xerr=spread, color=[colors[r["group"]] for r in mine], capsize=3)
+        ax.set_yticks(y, [r["system"] for r in mine], fontsize=8)
         ax.set_xlabel(mine[0]["metric"] + " (median, min-max)", fontsize=9)
-        if workload == "W4":
-            ax.set_xscale("log")
-        for yi, r in zip(y, mine, strict=True):
-            value = r["median"]
-            label = f"  {value:,.0f}" if value >= 100 else f"  {value:.3g}"
-            fraction = r["facts"].get("real-token fraction")
-            if fraction is not None:
-                label += f" ({fraction:.1%} real)"
-            ax.text(r["max"], yi, label, va="center", fontsize=7)
-        ax.set_xlim(right=ax.get_xlim()[1] * (30 if workload == "W4" else 1.25))
-        title = textwrap.fill(f"{workload}: {titles[workload]}", 80)
-        ax.set_title(title, fontsize=9, loc="left")
+        ax.set_xscale("log" if workload == "W4" else "linear")  # W4: 10^-3 s against 10^5 s
+        ax.set_title(textwrap.fill(f"{workload}: {titles[workload]}", 80), fontsize=9, loc="left")
     machine = data["machine"]
-    fig.suptitle(
-        f"aioloader benchmarks: {machine['cpu']}, {machine['usable_cores']} cores, "
-        f"{machine['python']}",
-        fontsize=10,
-    )
+    title = f"{machine['cpu']}, {machine['usable_cores']} cores, {machine['python']}"
+    fig.suptitle(f"aioloader benchmarks: {title}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.985))
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -18,42 +18,36 @@ DELAY = 0.020
 
 
 def missing(modules: tuple[str, ...]) -> list[str]:
-    """The modules of ``modules`` that are not installed."""
     return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
 class Relay:
-    """``tests._support.proxy --relay`` in its own process (uvloop), delaying every request by
-    ``delay``; ``counters()`` asks it, over its stdin, for requests and bytes so far."""
+    """``tests._support.proxy --relay`` (uvloop) in its own process, delaying every request by
+    ``delay``; ``counters()``: its requests and bytes so far, asked over its stdin."""
 
     def __init__(self, upstream: str, delay: float = DELAY) -> None:
         command = [sys.executable, "-m", "tests._support.proxy", upstream, "--delay", str(delay)]
+        pipe = subprocess.PIPE
         self.process = subprocess.Popen(
-            [*command, "--uvloop", "--relay"],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+            [*command, "--uvloop", "--relay"], cwd=ROOT, stdin=pipe, stdout=pipe, text=True
         )
+        assert self.process.stdin is not None
         assert self.process.stdout is not None
-        self.endpoint = self.process.stdout.readline().strip()
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        self.endpoint = self.stdout.readline().strip()
         if not self.endpoint.startswith("http://127.0.0.1:"):
             self.process.kill()
             raise RuntimeError(f"the latency relay did not start (said {self.endpoint!r})")
 
     def counters(self) -> dict[str, int]:
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.process.stdin.write("stats\n")
-        self.process.stdin.flush()
-        return dict(json.loads(self.process.stdout.readline()))
+        self.stdin.write("stats\n")
+        self.stdin.flush()
+        return dict(json.loads(self.stdout.readline()))
 
     def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
+        self.stdin.close()
         self.process.wait(10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        self.stdout.close()
 
 
 def upload(store: Any, folder: Path, prefix: str) -> list[str]:
@@ -80,14 +74,8 @@ class Rig:
 
     def spec(self, endpoint: str) -> dict[str, Any]:
         """What a row's spec needs to reach the bucket at ``endpoint``."""
-        info = self.info
-        return {
-            "bucket": info.bucket,
-            "access_key_id": info.access_key_id,
-            "secret_access_key": info.secret_access_key,
-            "region": info.region,
-            "endpoint": endpoint,
-        }
+        names = ("bucket", "access_key_id", "secret_access_key", "region")
+        return {**{name: getattr(self.info, name) for name in names}, "endpoint": endpoint}
 
 
 def start(

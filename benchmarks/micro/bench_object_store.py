@@ -1,13 +1,14 @@
 """Object-store read throughput: ObjectStore against a hand-written aiohttp client and torch.
 
 Run: ``.venv/bin/python benchmarks/micro/bench_object_store.py`` (two to three minutes).
-docs/benchmarks.md (micro-benchmarks) says what it measures.
+W2 runs the same clients as rows. docs/benchmarks.md (micro-benchmarks) says what it measures.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import functools
 import hashlib
@@ -15,9 +16,9 @@ import hmac
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 import anyio
@@ -44,13 +45,10 @@ def key_of(i: int) -> str:
     return f"bench/{i:05d}.bin"
 
 
-def payload(i: int) -> bytes:
-    """Incompressible bytes (SeaweedFS would gzip a constant fill), known from ``i`` alone."""
-    return np.random.default_rng(i).bytes(OBJECT_SIZE)
-
-
 @functools.cache
 def head(i: int) -> bytes:
+    """The first bytes of object ``i``, whose payload is ``default_rng(i).bytes(OBJECT_SIZE)``
+    (incompressible: SeaweedFS would gzip a constant fill)."""
     return np.random.default_rng(i).bytes(8)
 
 
@@ -65,25 +63,25 @@ def check(batch: list[Any], indices: list[int]) -> None:
 
 
 async def upload(info: S3Info, count: int) -> None:
-    store = info.store()
-    limiter = anyio.CapacityLimiter(32)
+    store, limiter = info.store(), anyio.CapacityLimiter(32)
 
     async def put(i: int) -> None:
         head(i)  # fill the cache of expected first bytes outside the timed runs
         async with limiter:
-            await obstore.put_async(store, key_of(i), payload(i))
+            await obstore.put_async(store, key_of(i), np.random.default_rng(i).bytes(OBJECT_SIZE))
 
     async with anyio.create_task_group() as tg:
         for i in range(count):
             tg.start_soon(put, i)
 
 
-async def drive(
-    read_batch: Callable[[list[int]], Awaitable[list[Any]]], n: int, lanes: int
-) -> None:
+def run_uvloop(function: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    return anyio.run(function, *args, backend="asyncio", backend_options={"use_uvloop": True})
+
+
+async def drive(read_batch: Callable[..., Awaitable[list[Any]]], n: int, lanes: int) -> None:
     """Read ``n`` samples in batches of 64, ``lanes`` batches in flight at once."""
-    batches = [list(range(i, min(i + BATCH, n))) for i in range(0, n, BATCH)]
-    cursor = iter(batches)
+    cursor = iter([list(range(i, min(i + BATCH, n))) for i in range(0, n, BATCH)])
 
     async def lane() -> None:
         for indices in cursor:
@@ -95,18 +93,15 @@ async def drive(
 
 
 def lanes_for(inflight: int) -> int:
-    """Batches in flight: twice the read budget in batches, as an engine prefetch would keep.
-
-    Reads stay capped at ``inflight`` by the client's limiter; the extra batches only queue,
-    so the pipe stays full while a batch waits for its slowest read.
-    """
+    """Batches in flight: twice the read budget in batches, as an engine prefetch keeps (the
+    client caps reads at ``inflight``; the extra batches queue, keeping the pipe full)."""
     return 2 * max(1, inflight // BATCH)
 
 
 CPU_PER_SAMPLE: list[float] = [0.0]  # of the last timed() best run, this process only
 
 
-def timed(run: Callable[[], None], n: int, repeats: int) -> float:
+def timed(run: Callable[[], Any], n: int, repeats: int) -> float:
     """Samples/s of the best of ``repeats`` runs; notes its CPU time per sample."""
     best = float("inf")
     for _ in range(repeats):
@@ -118,150 +113,81 @@ def timed(run: Callable[[], None], n: int, repeats: int) -> float:
     return n / best
 
 
-# ---------------------------------------------------------------- aioloader
-
-
 def bench_aioloader(
     info: S3Info, endpoint: str, inflight: int, n: int, repeats: int, client_options: dict[str, Any]
 ) -> float:
     options = {"pool_max_idle_per_host": str(inflight), **client_options}
     store = info.store(endpoint=endpoint, client_options=options)
+    keys, retries = [key_of(i) for i in range(n)], RetryPolicy(max_attempts=3)
     source = ObjectStore(
-        store,
-        [key_of(i) for i in range(n)],
-        decode=decode,
-        max_concurrency=inflight,
-        timeout=60.0,
-        retries=RetryPolicy(max_attempts=3),
+        store, keys, decode=decode, max_concurrency=inflight, timeout=60.0, retries=retries
     )
     lanes = lanes_for(inflight)
-
-    def run() -> None:
-        anyio.run(
-            drive,
-            source.get_samples,
-            n,
-            lanes,
-            backend="asyncio",
-            backend_options={"use_uvloop": True},
-        )
-
-    anyio.run(
-        drive,
-        source.get_samples,
-        min(n, 4 * inflight),
-        lanes,
-        backend="asyncio",
-        backend_options={"use_uvloop": True},
-    )  # warm the connection pool
-    rate = timed(run, n, repeats)
+    run_uvloop(drive, source.get_samples, min(n, 4 * inflight), lanes)  # warm the pool
+    rate = timed(lambda: run_uvloop(drive, source.get_samples, n, lanes), n, repeats)
     if source.statistics().retries:
         print(f"  note: {source.statistics().retries} retries", file=sys.stderr)
     return rate
 
 
-def bench_loader(
-    info: S3Info,
-    endpoint: str,
-    n: int,
-    repeats: int,
-    workers: int | str,
-    prefetch: int | str,
-    reads: int | None,
-) -> float:
-    """One epoch of ``DataLoader(ObjectStore)``: hand-set knobs, or ``"auto"`` (issue 21).
+def bench_loader(info: S3Info, endpoint: str, n: int, repeats: int, **knobs: Any) -> float:
+    """One epoch of ``DataLoader(ObjectStore, **knobs)``: hand-set, or ``"auto"`` (issue 21).
 
-    ``reads`` caps the loader's reads in flight (None with ``prefetch="auto"``: tuned). The
-    store's own limit is 256, the largest hand-picked setting, so the loader's knob decides.
+    The store's own limit is 256 reads, the largest hand-picked setting, so the loader's
+    ``max_inflight_reads`` (tuned where not given) decides.
     """
     from aioloader import DataLoader, SequentialSampler
 
     store = info.store(endpoint=endpoint, client_options={"pool_max_idle_per_host": "256"})
     keys = [key_of(i) for i in range(n)]
-    options = {} if reads is None else {"max_inflight_reads": reads}
+    source = ObjectStore(store, keys, decode=decode, max_concurrency=256, timeout=60.0)
 
     def collate(samples: list[Any], plan: Any) -> list[Any]:
         check(samples, plan.indices.tolist())
         return samples
 
-    loader = DataLoader(
-        ObjectStore(store, keys, decode=decode, max_concurrency=256, timeout=60.0),
-        SequentialSampler(n, BATCH, drop_last=False),
-        collate,
-        seed=0,
-        workers=workers,
-        prefetch=prefetch,
-        **options,
-    )
+    sampler = SequentialSampler(n, BATCH, drop_last=False)
+    loader = DataLoader(source, sampler, collate, seed=0, **knobs)
 
     async def epoch() -> None:
         async with loader.stream(0, loader.steps_per_epoch) as batches:
             async for _ in batches:
                 pass
 
-    def run() -> None:
-        anyio.run(epoch, backend="asyncio", backend_options={"use_uvloop": True})
-
-    run()  # warm the connection pool (and, for auto, the tuner: it carries its knobs)
-    return timed(run, n, repeats)
+    run_uvloop(epoch)  # warm the connection pool (and, for auto, the tuner: it keeps its knobs)
+    return timed(lambda: run_uvloop(epoch), n, repeats)
 
 
-# ---------------------------------------------------------------- aiohttp
-
-
-class SigV4:
-    """Minimal AWS Signature V4 for unsigned-payload GETs (path-style S3)."""
-
-    def __init__(self, info: S3Info, endpoint: str) -> None:
-        self.info = info
-        self.endpoint = endpoint.rstrip("/")
-        self.host = urlsplit(endpoint).netloc
-
-    def _key(self, day: str) -> bytes:
-        key = ("AWS4" + self.info.secret_access_key).encode()
-        for part in (day, self.info.region, "s3", "aws4_request"):
-            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-        return key
-
-    def get(self, key: str) -> tuple[str, dict[str, str]]:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-        path = f"/{self.info.bucket}/{quote(key, safe='/~')}"
-        headers = {
-            "host": self.host,
-            "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
-            "x-amz-date": stamp,
-        }
-        signed = ";".join(sorted(headers))
-        canonical = "\n".join(
-            [
-                "GET",
-                path,
-                "",
-                *(f"{k}:{headers[k]}" for k in sorted(headers)),
-                "",
-                signed,
-                "UNSIGNED-PAYLOAD",
-            ]
-        )
-        scope = f"{day}/{self.info.region}/s3/aws4_request"
-        to_sign = "\n".join(
-            ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
-        )
-        signature = hmac.new(self._key(day), to_sign.encode(), hashlib.sha256).hexdigest()
-        headers["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={self.info.access_key_id}/{scope}, "
-            f"SignedHeaders={signed}, Signature={signature}"
-        )
-        del headers["host"]
-        return self.endpoint + path, headers
+def signed_get(info: S3Info, host: str, path: str) -> dict[str, str]:
+    """The headers of an unsigned-payload GET (path-style S3), AWS Signature V4, hand-written
+    (``host`` is signed, and left to aiohttp to send)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    headers = {"host": host, "x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-date": stamp}
+    signed = ";".join(sorted(headers))
+    lines = [f"{k}:{headers[k]}" for k in sorted(headers)]
+    canonical = "\n".join(["GET", path, "", *lines, "", signed, "UNSIGNED-PAYLOAD"])
+    scope = f"{day}/{info.region}/s3/aws4_request"
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    key = ("AWS4" + info.secret_access_key).encode()
+    for part in (day, info.region, "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{digest}".encode()
+    signature = hmac.new(key, to_sign, hashlib.sha256).hexdigest()
+    credential = f"Credential={info.access_key_id}/{scope}"
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 {credential}, SignedHeaders={signed}, Signature={signature}"
+    )
+    del headers["host"]
+    return headers
 
 
 def bench_aiohttp(info: S3Info, endpoint: str, inflight: int, n: int, repeats: int) -> float:
+    """aiohttp GETs signed by ``signed_get``, ``inflight`` at once, the same batch driver."""
     import aiohttp
     import uvloop
 
-    signer = SigV4(info, endpoint)
+    host = urlsplit(endpoint).netloc
 
     async def main(count: int) -> None:
         connector = aiohttp.TCPConnector(limit=inflight, limit_per_host=inflight)
@@ -269,8 +195,9 @@ def bench_aiohttp(info: S3Info, endpoint: str, inflight: int, n: int, repeats: i
             semaphore = asyncio.Semaphore(inflight)
 
             async def one(i: int) -> np.ndarray:
-                url, headers = signer.get(key_of(i))
-                async with semaphore, session.get(url, headers=headers) as response:
+                path = f"/{info.bucket}/{quote(key_of(i), safe='/~')}"
+                headers = signed_get(info, host, path)
+                async with semaphore, session.get(endpoint + path, headers=headers) as response:
                     response.raise_for_status()
                     return decode(await response.read(), i)
 
@@ -281,9 +208,6 @@ def bench_aiohttp(info: S3Info, endpoint: str, inflight: int, n: int, repeats: i
 
     uvloop.run(main(min(n, 4 * inflight)))
     return timed(lambda: uvloop.run(main(n)), n, repeats)
-
-
-# ---------------------------------------------------------------- torch
 
 
 class BlockingDataset:
@@ -302,10 +226,6 @@ class BlockingDataset:
         return decode(bytes(obstore.get(self.store, key_of(i)).bytes()), i)
 
 
-def as_list(batch: list[np.ndarray]) -> list[np.ndarray]:
-    return batch
-
-
 def bench_torch(info: S3Info, endpoint: str, workers: int, n: int, repeats: int) -> float:
     from torch.utils.data import DataLoader
 
@@ -314,7 +234,7 @@ def bench_torch(info: S3Info, endpoint: str, workers: int, n: int, repeats: int)
         cast(Any, dataset),
         batch_size=BATCH,
         num_workers=workers,
-        collate_fn=as_list,
+        collate_fn=list,
         multiprocessing_context="spawn" if workers else None,
         persistent_workers=bool(workers),
     )
@@ -329,7 +249,18 @@ def bench_torch(info: S3Info, endpoint: str, workers: int, n: int, repeats: int)
     return timed(run, n, repeats)
 
 
-# ---------------------------------------------------------------- main
+@contextlib.contextmanager
+def serving(n: int, log: Callable[[str], None]) -> Iterator[tuple[S3Info, list[tuple[str, str]]]]:
+    """SeaweedFS with ``n`` objects, settled, and the relay: the server's info and the paths
+    ``(name, endpoint)``, direct and +20 ms."""
+    with SeaweedServer(bucket="bench") as server:
+        info, started = server.info, time.perf_counter()
+        anyio.run(upload, info, n)
+        bench_aiohttp(info, info.endpoint, 256, n, 1)  # settle the server: one untimed pass
+        with contextlib.closing(Relay(info.endpoint)) as relay:
+            took = time.perf_counter() - started
+            log(f"  uploaded {n} x 64 KiB in {took:.1f} s; relay at {relay.endpoint}")
+            yield info, [("direct", info.endpoint), ("+20 ms", relay.endpoint)]
 
 
 def main() -> None:
@@ -339,83 +270,46 @@ def main() -> None:
     parser.add_argument("--client-options", default="{}", help="obstore ClientConfig as JSON")
     parser.add_argument("--skip-torch", action="store_true")
     args = parser.parse_args()
-    n, repeats = args.objects, args.repeats
-    client_options = json.loads(args.client_options)
-    rows: list[Row] = []
+    n, repeats, client_options = args.objects, args.repeats, json.loads(args.client_options)
+    rows: list[str] = []
+    rates: dict[tuple[str, str, int], float] = {}
 
-    def record(path: str, client: str, inflight: int, rate: float, delayed: bool) -> None:
+    def record(path: str, client: str, inflight: int, rate: float) -> None:
+        rates[path, client, inflight] = rate
+        bound = inflight / DELAY if path != "direct" else None
         cpu = None if client.endswith(" 2 workers") else CPU_PER_SAMPLE[0]
-        rows.append(Row(path, client, inflight, rate, inflight / DELAY if delayed else None, cpu))
+        cells = [path, client, str(inflight), f"{rate:,.0f}", f"{rate * OBJECT_SIZE / 2**20:,.0f}"]
+        cells += [f"{bound:,.0f}", f"{rate / bound:.0%}"] if bound else ["-", "-"]
+        cells.append(f"{cpu * 1e6:,.0f}" if cpu is not None else "-")
+        rows.append("| " + " | ".join(cells) + " |")
         print(rows[-1], file=sys.stderr)
 
-    with SeaweedServer(bucket="bench") as server:
-        info = server.info
-        started = time.perf_counter()
-        anyio.run(upload, info, n)
-        print(f"uploaded {n} x 64 KiB in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        bench_aiohttp(info, info.endpoint, 256, n, 1)  # settle the server: one untimed pass
-        relay = Relay(info.endpoint)
-        try:
-            for path, endpoint in (("direct", info.endpoint), ("+20 ms", relay.endpoint)):
-                delayed = endpoint != info.endpoint
-                for inflight in (64, 256):
-                    rate = bench_aioloader(info, endpoint, inflight, n, repeats, client_options)
-                    record(path, "aioloader ObjectStore", inflight, rate, delayed)
-                    rate = bench_aiohttp(info, endpoint, inflight, n, repeats)
-                    record(path, "hand-written aiohttp", inflight, rate, delayed)
-                if not args.skip_torch:
-                    count = min(n, TORCH_PROXY_OBJECTS) if delayed else n
-                    for workers in (0, 2):
-                        rate = bench_torch(info, endpoint, workers, count, 1)
-                        label = f"torch DataLoader, {workers} workers"
-                        record(path, label, max(workers, 1), rate, delayed)
-        finally:
-            relay.close()
-    print_report(rows, n, repeats)
-
-
-class Row(NamedTuple):
-    path: str
-    client: str
-    inflight: int
-    rate: float
-    bound: float | None
-    cpu: float | None
-
-
-def print_report(rows: list[Row], n: int, repeats: int) -> None:
+    with serving(n, functools.partial(print, file=sys.stderr)) as (info, paths):
+        for path, endpoint in paths:
+            for inflight in (64, 256):
+                rate = bench_aioloader(info, endpoint, inflight, n, repeats, client_options)
+                record(path, "aioloader ObjectStore", inflight, rate)
+                rate = bench_aiohttp(info, endpoint, inflight, n, repeats)
+                record(path, "hand-written aiohttp", inflight, rate)
+            count = n if path == "direct" else min(n, TORCH_PROXY_OBJECTS)
+            for workers in () if args.skip_torch else (0, 2):
+                rate = bench_torch(info, endpoint, workers, count, 1)
+                record(path, f"torch DataLoader, {workers} workers", max(workers, 1), rate)
     print(f"\n{n} objects x 64 KiB, batches of {BATCH}, np.frombuffer; best of {repeats}\n")
     print(
         "| path | client | reads in flight | samples/s | MiB/s | latency bound | of bound "
         "| client CPU µs/sample |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for row in rows:
-        cells = [
-            row.path,
-            row.client,
-            str(row.inflight),
-            f"{row.rate:,.0f}",
-            f"{row.rate * OBJECT_SIZE / 2**20:,.0f}",
-            f"{row.bound:,.0f}" if row.bound else "-",
-            f"{row.rate / row.bound:.0%}" if row.bound else "-",
-            f"{row.cpu * 1e6:,.0f}" if row.cpu is not None else "-",
-        ]
-        print("| " + " | ".join(cells) + " |")
-    table = {(r.path, r.client, r.inflight): r.rate for r in rows}
-    print()
+    print("|---|---|---:|---:|---:|---:|---:|---:|", *rows, "", sep="\n")
     for path in ("direct", "+20 ms"):
-        ours64 = table[(path, "aioloader ObjectStore", 64)]
-        ours256 = table[(path, "aioloader ObjectStore", 256)]
-        theirs256 = table[(path, "hand-written aiohttp", 256)]
-        line = f"{path}: aioloader / aiohttp at 256 in flight = {ours256 / theirs256:.2f}x"
-        torch2 = table.get((path, "torch DataLoader, 2 workers", 2))
-        if torch2:
-            line += f"; aioloader (256) / torch (2 workers) = {ours256 / torch2:.1f}x"
+        ours = rates[path, "aioloader ObjectStore", 256]
+        ratio = ours / rates[path, "hand-written aiohttp", 256]
+        line = f"{path}: aioloader / aiohttp at 256 in flight = {ratio:.2f}x"
+        if torch := rates.get((path, "torch DataLoader, 2 workers", 2)):
+            line += f"; aioloader (256) / torch (2 workers) = {ours / torch:.1f}x"
         if path != "direct":
-            line += (
-                f"; aioloader at 64 in flight = {ours64 / (64 / DELAY):.0%} of the latency bound"
-            )
+            share = rates[path, "aioloader ObjectStore", 64] / (64 / DELAY)
+            line += f"; aioloader at 64 in flight = {share:.0%} of the latency bound"
         print(line)
 
 

@@ -1,31 +1,22 @@
-"""Engine overhead per sample: what the loader adds around the user's own ``get_sample``.
+"""Engine overhead per sample: what the loader adds around the user's own ``get_sample``."""
 
-Run: ``.venv/bin/python benchmarks/micro/bench_overhead.py [--samples 65536] [--rounds 5]``.
-docs/benchmarks.md (micro-benchmarks) says what it measures.
-"""
-
-from __future__ import annotations
-
-import argparse
 import json
 import statistics
 import sys
 import time
 from collections.abc import Sequence
+from itertools import product
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from aioloader import DataLoader, SequentialSampler
 from aioloader.core import BatchPlan
 
-BACKENDS: dict[str, tuple[str, dict[str, Any]]] = {
-    "asyncio": ("asyncio", {"use_uvloop": False}),
-    "uvloop": ("asyncio", {"use_uvloop": True}),
-    "trio": ("trio", {}),
-}
-BATCH_SIZES = (1, 16, 128, 1024)
+sys.path.insert(0, str(Path(__file__).parents[2]))  # run by path: the repo root, for benchmarks
+from benchmarks.micro._common import BACKENDS, drain, options
+
+MEASURES = ("loader_us_per_sample", "plain_us_per_sample", "overhead_us_per_sample")
 
 
 class Immediate:
@@ -49,75 +40,41 @@ class Suspending(Immediate):
         return self.items[index]
 
 
-def count(samples: Sequence[int], plan: BatchPlan) -> int:
+def count(samples: Sequence[int], plan: BatchPlan | None) -> int:
     return len(samples)
 
 
-async def run_loader(dataset: Immediate, batch: int, steps: int) -> float:
-    loader = DataLoader(dataset, SequentialSampler(len(dataset), batch), count, seed=0)
-    started = time.perf_counter()
-    async with loader.stream(0, steps) as batches:
-        async for _ in batches:
-            pass
-    return time.perf_counter() - started
-
-
-async def run_plain(dataset: Immediate, batch: int, steps: int) -> float:
+async def plain_loop(dataset: Immediate, batch: int, steps: int) -> float:
+    """Seconds for the loop a user would write instead: the same reads and collator."""
     sampler = SequentialSampler(len(dataset), batch)
     started = time.perf_counter()
     for step in range(steps):
         indices = sampler.indices(0, 0, step % sampler.steps_per_epoch).tolist()
-        samples = [await dataset.get_sample(i) for i in indices]
-        count(samples, None)  # type: ignore[arg-type]
+        count([await dataset.get_sample(i) for i in indices], None)
     return time.perf_counter() - started
 
 
-def measure(backend: str, kind: str, batch: int, samples: int) -> tuple[float, float]:
-    name, options = BACKENDS[backend]
-    steps = max(8, samples // batch)
-    dataset = (Immediate if kind == "immediate" else Suspending)(steps * batch)
-    loader_s = anyio.run(run_loader, dataset, batch, steps, backend=name, backend_options=options)
-    plain_s = anyio.run(run_plain, dataset, batch, steps, backend=name, backend_options=options)
-    total = steps * batch
-    return loader_s / total * 1e6, plain_s / total * 1e6
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=65536, help="samples per measurement")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--output", type=Path, default=None, help="write the table as JSON")
-    args = parser.parse_args(argv)
-    rows = []
-    for backend in BACKENDS:
-        for kind in ("immediate", "suspending"):
-            for batch in BATCH_SIZES:
-                loader_us, plain_us = [], []
-                for _ in range(args.rounds):
-                    a, b = measure(backend, kind, batch, args.samples)
-                    loader_us.append(a)
-                    plain_us.append(b)
-                over = [a - b for a, b in zip(loader_us, plain_us, strict=True)]
-                row = {
-                    "backend": backend,
-                    "get_sample": kind,
-                    "batch": batch,
-                    "loader_us_per_sample": statistics.median(loader_us),
-                    "plain_us_per_sample": statistics.median(plain_us),
-                    "overhead_us_per_sample": statistics.median(over),
-                }
-                rows.append(row)
-                loader_text = f"{row['loader_us_per_sample']:6.2f}"
-                plain_text = f"{row['plain_us_per_sample']:6.2f}"
-                print(
-                    f"{backend:8} {kind:10} batch {batch:5}: loader {loader_text} us, plain "
-                    f"{plain_text} us, overhead {row['overhead_us_per_sample']:6.2f} us/sample",
-                    flush=True,
-                )
-    if args.output is not None:
-        args.output.write_text(json.dumps(rows, indent=2) + "\n")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    args = options(__doc__, samples=65536, rounds=5, output="")  # --output: the rows as JSON
+    kinds = {"immediate": Immediate, "suspending": Suspending}
+    rows = []
+    for (name, backend), kind, batch in product(BACKENDS.items(), kinds, (1, 16, 128, 1024)):
+        steps = max(8, args.samples // batch)
+        loader_us, plain_us = [], []
+        for _ in range(args.rounds):
+            dataset = kinds[kind](steps * batch)
+            loader = DataLoader(dataset, SequentialSampler(len(dataset), batch), count, seed=0)
+            loader_us.append(anyio.run(drain, loader, steps, **backend) / (steps * batch) * 1e6)
+            plain_s = anyio.run(plain_loop, dataset, batch, steps, **backend)
+            plain_us.append(plain_s / (steps * batch) * 1e6)
+        over = [a - b for a, b in zip(loader_us, plain_us, strict=True)]
+        medians = [statistics.median(values) for values in (loader_us, plain_us, over)]
+        row = {"backend": name, "get_sample": kind, "batch": batch}
+        rows.append(row | dict(zip(MEASURES, medians, strict=True)))
+        print(
+            f"{name:8} {kind:10} batch {batch:5}: loader {medians[0]:6.2f} us, plain "
+            f"{medians[1]:6.2f} us, overhead {medians[2]:6.2f} us/sample",
+            flush=True,
+        )
+    if args.output:
+        Path(args.output).write_text(json.dumps(rows, indent=2) + "\n")

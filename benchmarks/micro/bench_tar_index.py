@@ -1,13 +1,7 @@
-"""Time to first batch of TarShards on SeaweedFS (+20 ms per request): prebuilt index or not.
+"""Time to first batch of TarShards on SeaweedFS (+20 ms per request): prebuilt index or not."""
 
-Run: ``python -m benchmarks.micro.bench_tar_index [--samples 2048] [--shards 8] [--rounds 3]``.
-docs/benchmarks.md (micro-benchmarks) says what it measures.
-"""
-
-from __future__ import annotations
-
-import argparse
 import io
+import itertools
 import statistics
 import tarfile
 import tempfile
@@ -23,8 +17,13 @@ from aioloader.sources._tar import TarShards
 from tests._support.relay import LatencyRelay
 from tests._support.s3 import SeaweedServer
 
+from ._common import options
+
+ROWS = ("prebuilt", "on the fly", "on the fly, cache", "before")  # before: 1 MiB windows, serial
+
 
 def _shard(first: int, count: int, rng: np.random.Generator) -> bytes:
+    """A tar of samples ``first..first+count-1``: a 40-100 KB ``.jpg`` and a ``.cls`` each."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
         for i in range(first, first + count):
@@ -38,57 +37,32 @@ def _shard(first: int, count: int, rng: np.random.Generator) -> bytes:
     return buffer.getvalue()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--samples", type=int, default=2048)
-    parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    per = args.samples // args.shards
+if __name__ == "__main__":
+    args = options(__doc__, samples=2048, shards=8, rounds=3)
+    rng, per = np.random.default_rng(0), args.samples // args.shards
+    keys = [f"w/shard-{s:03d}.tar" for s in range(args.shards)]
+    sampler = ShuffledSampler(per * args.shards, 64)
+    times: dict[str, list[float]] = {row: [] for row in ROWS}
     with SeaweedServer(bucket="bench") as server, tempfile.TemporaryDirectory() as index_dir:
-        keys = [f"w/shard-{s:03d}.tar" for s in range(args.shards)]
         for s, key in enumerate(keys):
             obstore.put(server.store(), key, _shard(s * per, per, rng))
         with LatencyRelay(server.info.endpoint, delay=0.02) as relay:
-            store = server.info.store(endpoint=relay.endpoint)
-            TarShards(keys, store, index_dir=index_dir)  # writes the saved indices
-            sampler = ShuffledSampler(per * args.shards, 64)
-            first = sampler.indices(0, 0, 0).tolist()
-            times: dict[str, list[float]] = {
-                "prebuilt": [],
-                "on the fly": [],
-                "on the fly, cache": [],
-                "before": [],
-            }
-            for _ in range(args.rounds):
-                for row in times:
-                    _tar.REMOTE_CHUNK, _tar.REMOTE_AHEAD = (
-                        (1 << 20, 0) if row == "before" else (4 << 20, 4)
-                    )
-                    fresh = server.info.store(endpoint=relay.endpoint)  # no warm connections
-                    started = time.perf_counter()
-                    cache = KnownFutureCache(1 << 30) if row.endswith("cache") else None
-                    source = TarShards(
-                        keys,
-                        fresh,
-                        index_dir=index_dir if row == "prebuilt" else None,
-                        cache=cache,
-                    )
-                    if cache is not None:
-                        cache.plan(sampler, 0, 0)
-                    anyio.run(source.get_samples, first)
-                    times[row].append(time.perf_counter() - started)
-            del store
+            TarShards(keys, server.info.store(endpoint=relay.endpoint), index_dir=index_dir)
+            for _, row in itertools.product(range(args.rounds), ROWS):
+                _tar.REMOTE_CHUNK, _tar.REMOTE_AHEAD = (
+                    (1 << 20, 0) if row == "before" else (4 << 20, 4)
+                )
+                store = server.info.store(endpoint=relay.endpoint)  # no warm connections
+                started = time.perf_counter()
+                cache = KnownFutureCache(1 << 30) if row.endswith("cache") else None
+                prebuilt = index_dir if row == "prebuilt" else None
+                source = TarShards(keys, store, index_dir=prebuilt, cache=cache)
+                if cache is not None:
+                    cache.plan(sampler, 0, 0)
+                anyio.run(source.get_samples, sampler.indices(0, 0, 0).tolist())
+                times[row].append(time.perf_counter() - started)
     medians = {row: statistics.median(values) for row, values in times.items()}
     for row, value in medians.items():
         print(f"{row:18s} median {value:.3f} s  all {[round(v, 3) for v in times[row]]}")
-    print(f"on the fly / prebuilt = {medians['on the fly'] / medians['prebuilt']:.2f}")
-    print(
-        f"on the fly, cache / prebuilt = {medians['on the fly, cache'] / medians['prebuilt']:.2f}"
-    )
-    print(f"before / prebuilt = {medians['before'] / medians['prebuilt']:.2f}")
-
-
-if __name__ == "__main__":
-    main()
+    for row in ROWS[1:]:
+        print(f"{row} / prebuilt = {medians[row] / medians['prebuilt']:.2f}")

@@ -1,60 +1,35 @@
 """Where the soak's RSS goes: ``ingest()`` under ``tracemalloc``, two snapshots diffed.
 
-The soak (``soak_ingest.py``) sees the ingest process's RSS grow by about 10 MiB per
-100,000 inputs. This runs the same job in this process, with the soak's server (32 x 32
-JPEGs, 2 % scheduled faults, seed 7, its own process) and the soak command's fetcher
-settings (512 in flight, 512 per host, 1 s read timeout, no retries, loopback allowed; the
-other deadlines at their defaults), on asyncio, with ``tracemalloc`` tracing
-``--frames`` frames per allocation.
-
-Two points, both taken in ``on_commit`` right after ``gc.collect()``: the first commit at
-or past N/10 inputs, and the last commit. At each: the RSS (``VmRSS``) and the bytes
-Python's allocators hold traced (``tracemalloc.get_traced_memory``). The report lists the
-allocation sites (file:line) whose live bytes grew most between the two, and the full
-traceback of the largest. RSS growth that the traced growth does not explain is memory
-Python does not trace: C libraries' own allocations (OpenSSL, the event loop, zlib) and
-allocator fragmentation (freed blocks the C allocator keeps).
-
-Right after each RSS reading, glibc's ``malloc_trim(0)`` hands the C heap's free pages
-back and the RSS is read again: what that removes was freed by the program and kept by
-the allocator. (The trim at the first point lowers the RSS the second point starts from;
-the growth columns compare like with like.)
-
-Tracing slows the job about twofold; the figures are for finding the cause, not for
-throughput. Run: ``python benchmarks/micro/ingest_memory.py --urls 50000``.
+The soak's job (its server, fetcher settings and window) run in this process; at the first
+commit past N/10 inputs and at the last: the RSS, the traced bytes, the RSS after glibc's
+``malloc_trim(0)``; then the allocation sites that grew most between the two. Tracing slows
+the job about twofold. Run: ``python benchmarks/micro/ingest_memory.py --urls 50000``.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import gc
+import operator
 import re
-import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _ingest_common as common
+import anyio
 
-import anyio  # noqa: E402
-
-from aioloader.ingest import IngestSummary, ingest  # noqa: E402
-from aioloader.sinks import ShardRecord  # noqa: E402
-from aioloader.sources import HttpFetcher, RetryPolicy  # noqa: E402
-
-SEED = 7
-ERROR_RATE = 0.02
+from aioloader.ingest import IngestSummary, ingest
+from aioloader.sinks import ShardRecord
+from aioloader.sources import HttpFetcher, RetryPolicy
 
 
-@dataclass(frozen=True)
-class Point:
-    """One measuring point: inputs committed, RSS, traced bytes, the snapshot."""
+class Point(NamedTuple):
+    """One measuring point, taken right after ``gc.collect()``."""
 
     end: int
     seconds: float
@@ -64,53 +39,23 @@ class Point:
     trimmed_mib: float | None  # RSS after glibc's malloc_trim(0); None off glibc
 
 
-def _rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _point(end: int, started: float) -> Point:
     gc.collect()
-    snapshot = tracemalloc.take_snapshot().filter_traces(
-        [tracemalloc.Filter(False, tracemalloc.__file__)]
-    )
-    traced = tracemalloc.get_traced_memory()[0] / 2**20
-    rss = _rss_mib()
-    return Point(end, time.perf_counter() - started, rss, traced, snapshot, _trimmed_rss())
-
-
-def _trimmed_rss() -> float | None:
-    """RSS after ``malloc_trim(0)`` hands glibc's free heap pages back (None off glibc).
-
-    What the trim removes is memory freed by the program but kept by the C allocator.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
+    snapshot = tracemalloc.take_snapshot()
+    snapshot = snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    traced, rss = tracemalloc.get_traced_memory()[0] / 2**20, common.rss_mib()
+    try:  # what the trim hands back was freed by the program and kept by the C allocator
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        trimmed: float | None = common.rss_mib()
     except OSError:
-        return None
-    libc.malloc_trim(0)
-    return _rss_mib()
-
-
-def _start_server() -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "tests._support.http_server", "--error-rate"]
-    command += [str(ERROR_RATE), "--seed", str(SEED), "--image-size", "32", "32"]
-    server = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)  # fmt: skip
-    assert server.stdout is not None
-    return server, server.stdout.readline().strip()
+        trimmed = None
+    return Point(end, time.perf_counter() - started, rss, traced, snapshot, trimmed)
 
 
 def measure(urls: int, workdir: Path) -> tuple[list[Point], IngestSummary]:
-    """Ingest ``urls`` URLs, tracing; the points at N/10 and at the end."""
+    """Ingest ``urls`` URLs as the soak does (server, fetcher, window), tracing; the points."""
     points: list[Point] = []
-    server, base = _start_server()
-    listed = workdir / "urls.txt"
-    listed.write_text("".join(f"{base}/img/{n}.jpg\n" for n in range(urls)), encoding="utf-8")
-    started = time.perf_counter()
+    shard_samples = max(100, urls // 200)
 
     def on_commit(record: ShardRecord) -> None:
         end = record.end or 0
@@ -118,95 +63,24 @@ def measure(urls: int, workdir: Path) -> tuple[list[Point], IngestSummary]:
             points.append(_point(end, started))
             print(f"point at {end:,}: RSS {points[-1].rss_mib:.1f} MiB", file=sys.stderr)
 
-    async def run() -> IngestSummary:
-        async with HttpFetcher(
-            max_in_flight=512,
-            max_per_host=512,
-            read_timeout=1.0,
-            retry=RetryPolicy(max_attempts=1),
-            allow=["127.0.0.1"],
-        ) as fetcher:
-            return await ingest(
-                listed,
-                workdir / "out",
-                fetcher=fetcher,
-                max_in_flight=512,
-                shard_samples=max(100, urls // 200),
-                on_commit=on_commit,
-            )
+    fetcher = HttpFetcher(max_in_flight=512, max_per_host=512, read_timeout=1.0,
+                          retry=RetryPolicy(max_attempts=1), allow=["127.0.0.1"])  # fmt: skip
 
-    try:
-        summary = anyio.run(run)
-    finally:
-        assert server.stdin is not None
-        assert server.stdout is not None
-        server.stdin.close()
-        server.wait(timeout=60)
-        server.stdout.close()
-    return points, summary
+    async def run(listed: Path) -> IngestSummary:
+        async with fetcher:
+            return await ingest(listed, workdir / "out", fetcher=fetcher, max_in_flight=512,
+                                shard_samples=shard_samples, on_commit=on_commit)  # fmt: skip
 
-
-def report(points: list[Point], summary: IngestSummary, command: str, top: int) -> str:
-    """The two points, and the allocation sites that grew most between them."""
-    first, last = points[0], points[-1]
-    stats = last.snapshot.compare_to(first.snapshot, "lineno")
-    grown = sorted(stats, key=lambda s: s.size_diff, reverse=True)[:top]
-    lines = [
-        f"## ingest() memory under tracemalloc ({time.strftime('%Y-%m-%d')})",
-        "",
-        f"Command: `{command}`; {summary.ok:,} samples, {summary.failed:,} failures.",
-        "",
-        "| point | inputs | RSS MiB | RSS after malloc_trim MiB | traced MiB | seconds |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, p in (("first N/10", first), ("end", last)):
-        lines.append(
-            f"| {name} | {p.end:,} | {p.rss_mib:.1f} | {_mib(p.trimmed_mib)} | "
-            f"{p.traced_mib:.1f} | {p.seconds:.0f} |"
-        )
-    trimmed = (
-        None
-        if first.trimmed_mib is None or last.trimmed_mib is None
-        else last.trimmed_mib - first.trimmed_mib
-    )
-    lines += [
-        f"| growth | {last.end - first.end:,} | {last.rss_mib - first.rss_mib:+.1f} | "
-        f"{_mib(trimmed, sign=True)} | {last.traced_mib - first.traced_mib:+.1f} | |",
-        "",
-        f"Allocation sites whose live bytes grew most (top {top}):",
-        "",
-        "| site | growth KiB | live KiB at the end | blocks growth |",
-        "|---|---:|---:|---:|",
-    ]
-    for stat in grown:
-        frame = stat.traceback[0]
-        site = f"{_short(frame.filename)}:{frame.lineno}"
-        lines.append(
-            f"| `{site}` | {stat.size_diff / 1024:+,.0f} | {stat.size / 1024:,.0f} | "
-            f"{stat.count_diff:+,} |"
-        )
-    biggest = sorted(
-        last.snapshot.compare_to(first.snapshot, "traceback"),
-        key=lambda s: s.size_diff,
-        reverse=True,
-    )[:1]
-    if biggest:
-        lines += ["", "Traceback of the largest growth (oldest call first):", "", "```text"]
-        lines += [f"{_short(f.filename)}:{f.lineno}" for f in biggest[0].traceback]
-        lines += ["```"]
-    return "\n".join(lines) + "\n"
-
-
-def _mib(value: float | None, sign: bool = False) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:+.1f}" if sign else f"{value:.1f}"
+    with common.http_server(*common.SOAK_SERVER) as base:
+        listed = workdir / "urls.txt"
+        listed.write_text("".join(f"{base}/img/{n}.jpg\n" for n in range(urls)), encoding="utf-8")
+        started = time.perf_counter()
+        return points, anyio.run(run, listed)
 
 
 def _short(filename: str) -> str:
     """A file name from its package on (``aioloader/...``, ``aiohttp/...``, ``stdlib/...``)."""
-    if "/site-packages/" in filename:
-        filename = filename.split("/site-packages/", 1)[1]
+    filename = filename.split("/site-packages/", 1)[-1]
     match = re.search(r"/lib/python3\.\d+/(.*)", filename)
     if match is not None:
         return "stdlib/" + match.group(1)
@@ -217,26 +91,58 @@ def _short(filename: str) -> str:
     return filename
 
 
+def report(points: list[Point], summary: IngestSummary, command: str, top: int) -> str:
+    """The two points, and the allocation sites that grew most between them."""
+    first, last = points[0], points[-1]
+    growth = operator.attrgetter("size_diff")
+
+    def mib(value: float | None, sign: str = "") -> str:
+        return "n/a" if value is None else f"{value:{sign}.1f}"
+
+    trimmed = None
+    if first.trimmed_mib is not None and last.trimmed_mib is not None:
+        trimmed = last.trimmed_mib - first.trimmed_mib
+    rows: list[tuple[str, ...]] = [
+        (name, f"{p.end:,}", f"{p.rss_mib:.1f}", mib(p.trimmed_mib), f"{p.traced_mib:.1f}",
+         f"{p.seconds:.0f}")
+        for name, p in (("first N/10", first), ("end", last))
+    ]  # fmt: skip
+    rows.append(("growth", f"{last.end - first.end:,}", f"{last.rss_mib - first.rss_mib:+.1f}",
+                 mib(trimmed, "+"), f"{last.traced_mib - first.traced_mib:+.1f}", ""))  # fmt: skip
+    columns = ["| point | inputs | RSS MiB | RSS after malloc_trim MiB | traced MiB | seconds |",
+               "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    context = f"Command: `{command}`; {summary.ok:,} samples, {summary.failed:,} failures."
+    text = common.report("ingest() memory under tracemalloc", context, rows, columns)
+    lines = ["", f"Allocation sites whose live bytes grew most (top {top}):", ""]
+    lines += ["| site | growth KiB | live KiB at the end | blocks growth |", "|---|---:|---:|---:|"]
+    grown = sorted(last.snapshot.compare_to(first.snapshot, "lineno"), key=growth, reverse=True)
+    for stat in grown[:top]:
+        site = f"{_short(stat.traceback[0].filename)}:{stat.traceback[0].lineno}"
+        lines.append(f"| `{site}` | {stat.size_diff / 1024:+,.0f} | {stat.size / 1024:,.0f} | "
+                     f"{stat.count_diff:+,} |")  # fmt: skip
+    biggest = sorted(
+        last.snapshot.compare_to(first.snapshot, "traceback"), key=growth, reverse=True
+    )
+    if biggest:
+        lines += ["", "Traceback of the largest growth (oldest call first):", "", "```text"]
+        lines += [f"{_short(f.filename)}:{f.lineno}" for f in biggest[0].traceback] + ["```"]
+    return text + "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Trace one ingestion, print (and optionally append) the report."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--urls", type=int, default=50_000)
-    parser.add_argument("--frames", type=int, default=12, help="frames traced per allocation")
-    parser.add_argument("--top", type=int, default=15, help="allocation sites listed")
-    parser.add_argument("--results", help="append the Markdown report to this file")
-    args = parser.parse_args(argv)
+    options = common.parser(__doc__, 50_000)
+    options.add_argument("--frames", type=int, default=12, help="frames traced per allocation")
+    options.add_argument("--top", type=int, default=15, help="allocation sites listed")
+    args = options.parse_args(argv)
     if args.urls < 1000:
-        parser.error(f"--urls must be >= 1000 but got {args.urls}")
+        options.error(f"--urls must be >= 1000 but got {args.urls}")
     tracemalloc.start(args.frames)
     with tempfile.TemporaryDirectory(prefix="aioloader-memory-") as scratch:
         points, summary = measure(args.urls, Path(scratch))
     tracemalloc.stop()
-    command = "python benchmarks/micro/ingest_memory.py " + " ".join(argv or sys.argv[1:])
-    text = report(points, summary, command.strip(), args.top)
-    print(text)
-    if args.results:
-        with open(args.results, "a", encoding="utf-8") as handle:
-            handle.write("\n" + text)
+    text = report(points, summary, common.command_line("ingest_memory.py", argv), args.top)
+    common.publish(text, args)
     return 0
 
 

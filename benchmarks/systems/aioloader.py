@@ -19,32 +19,31 @@ def run_async(function: Callable[[], Any], uvloop: bool = True) -> Any:
     return anyio.run(function, backend="asyncio", backend_options={"use_uvloop": uvloop})
 
 
-def in_memory(
-    samples: list[Any], sampler: Callable[[], Any], collate: Any, seed: int, **options: Any
-) -> Callable[[], Any]:
-    """A maker of ``DataLoader(MemoryDataset(samples), sampler(), collate, seed=seed,
-    **options)``: a fresh loader and sampler per call, over one dataset."""
+def maker(dataset: Any, parts: Callable[[], Any], seed: int, **options: Any) -> Callable[[], Any]:
+    """``make()``: ``DataLoader(dataset, *parts(), seed=seed, **options)``, ``parts()`` giving
+    each loader its sampler and collator."""
     from aioloader import DataLoader
-    from aioloader.testing import MemoryDataset
 
-    dataset = MemoryDataset(samples)
-    return lambda: DataLoader(dataset, sampler(), collate, seed=seed, **options)
+    return lambda: DataLoader(dataset, *parts(), seed=seed, **options)
 
 
 class Aioloader(harness.Port):
     """A ``DataLoader`` built by ``make()``, consumed with ``async for`` in one event loop.
 
-    ``measure`` releases each batch (``self.release``) and times ``count`` batches after
-    ``warm``; ``close_timed`` also times the stream's close; ``sync_timed`` times
-    ``batches`` instead (a synchronous consumer). ``batches`` (the check before timing)
-    collects a stream, or with ``sync`` reads ``iter_sync``.
+    ``measure`` releases each batch and times ``count`` batches after ``warm`` (with
+    ``close_timed``, the stream's close too; with ``sync_timed``, through ``batches``: a
+    synchronous consumer). ``batches`` collects a stream, or with ``sync`` reads ``iter_sync``.
     """
 
     group = "aioloader"
+    sync = close_timed = sync_timed = False
 
-    def __init__(self, make: Callable[[], Any], uvloop: bool = True, sync: bool = False) -> None:
-        self.make, self.uvloop, self.sync = make, uvloop, sync
-        self.close_timed = self.sync_timed = False
+    def __init__(self, make: Callable[[], Any], uvloop: bool = True, **settings: Any) -> None:
+        self.make, self.uvloop = make, uvloop
+        for key, value in settings.items():  # name, note, sync, close_timed, sync_timed
+            if not hasattr(self, key):
+                raise TypeError(f"Aioloader has no setting {key!r}")
+            setattr(self, key, value)
 
     @contextlib.contextmanager
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
@@ -56,8 +55,7 @@ class Aioloader(harness.Port):
 
         async def consume() -> None:
             async with loader.stream(0, stop) as stream:
-                async for batch in stream:
-                    collected.append(batch)
+                collected.extend([batch async for batch in stream])
 
         run_async(consume, self.uvloop)
         yield iter(collected)
@@ -84,34 +82,26 @@ class Aioloader(harness.Port):
 
 
 def tar_loader(
-    spec: dict[str, Any],
-    work: Work,
-    collate: Collate,
-    cache: Any = None,
+    spec: dict[str, Any], work: Work, collate: Collate, cache: Any = None
 ) -> tuple[Any, Any]:
-    """``(TarShards, DataLoader)`` over the spec's WebDataset tars on S3.
-
-    ``spec["sampler"] == "block"`` picks ``BlockShuffledSampler(window=spec["window"] or 4)``,
-    else ``ShuffledSampler``. A ``cache`` is planned by the loader itself when a stream starts.
-    """
+    """``(TarShards, DataLoader)`` over the spec's WebDataset tars on S3: a
+    ``BlockShuffledSampler(window=spec["window"] or 4)`` if ``spec["sampler"] == "block"``,
+    else a ``ShuffledSampler``; a ``cache`` is planned by the loader when a stream starts."""
     import aioloader
     from tests._support.s3 import S3Info
 
-    info = S3Info(
-        spec["endpoint"], spec["bucket"], spec["access_key_id"], spec["secret_access_key"]
-    )
+    keys = ("endpoint", "bucket", "access_key_id", "secret_access_key")
+    store = S3Info(*(spec[key] for key in keys)).store(max_retries=2)
     options = {} if cache is None else {"cache": cache}
+    index_dir, inflight = spec["index_dir"], spec["inflight"]
     shards = aioloader.TarShards(
-        spec["keys"],
-        info.store(max_retries=2),
-        index_dir=spec["index_dir"],
-        max_concurrency=spec["inflight"],
-        **options,
+        spec["keys"], store, index_dir=index_dir, max_concurrency=inflight, **options
     )
     if spec.get("sampler") == "block":
         sizes = [len(index.samples) for index in shards.indices]
+        window = spec.get("window", 4)
         sampler: Any = aioloader.BlockShuffledSampler(
-            sizes, spec["batch"], window=spec.get("window", 4), drop_last=True
+            sizes, spec["batch"], window=window, drop_last=True
         )
     else:
         sampler = aioloader.ShuffledSampler(len(shards), spec["batch"])
@@ -123,6 +113,6 @@ def tar_loader(
         transform=lambda s, rng: work(s["jpg"], s["cls"], s["id"]),
         workers=spec["workers"],
         prefetch=spec.get("prefetch", 8),
-        max_inflight_reads=spec["inflight"],
+        max_inflight_reads=inflight,
     )
     return shards, loader

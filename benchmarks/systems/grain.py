@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import harness
@@ -11,36 +11,27 @@ import harness
 
 class Grain(harness.Port):
     """Threads: ``to_iter_dataset(ReadOptions(threads, prefetch))``. Processes: one reading
-    thread, then ``mp_prefetch(MultiprocessingOptions(processes, per_worker))``; spawned
-    workers unpickle ``step``, which must rebuild its data there.
-    """
+    thread, then ``mp_prefetch(MultiprocessingOptions(processes, buffer))``; spawned
+    workers unpickle ``step``, which must rebuild its data there."""
 
     group = "grain"
 
     def __init__(
-        self,
-        step: Callable[[int], Any],
-        threads: int = 2,
-        prefetch: int = 8,
-        processes: int = 0,
-        per_worker: int = 4,
+        self, step: Any, threads: int = 2, prefetch: int = 8, processes: int = 0, buffer: int = 4
     ) -> None:
-        self.step, self.threads, self.prefetch = step, threads, prefetch
-        self.processes, self.per_worker = processes, per_worker
+        self.step, self.processes = step, processes
+        self.read = {"num_threads": 1 if processes else threads, "prefetch_buffer_size": prefetch}
+        self.workers = {"num_workers": processes, "per_worker_buffer_size": buffer}
+        read, workers = (
+            ", ".join(f"{k}={v}" for k, v in o.items()) for o in (self.read, self.workers)
+        )
         if processes:
             self.name = f"Grain mp_prefetch {processes} processes"
-            self.note = (
-                "MapDataset.source(steps).map(build_step).to_iter_dataset()"
-                f".mp_prefetch(MultiprocessingOptions(num_workers={processes}, "
-                f"per_worker_buffer_size={per_worker}))"
-            )
+            chain = f"to_iter_dataset().mp_prefetch(MultiprocessingOptions({workers}))"
         else:
             self.name = f"Grain {threads} threads"
-            self.note = (
-                "MapDataset.source(steps).map(build_step)"
-                f".to_iter_dataset(ReadOptions(num_threads={threads}, "
-                f"prefetch_buffer_size={prefetch}))"
-            )
+            chain = f"to_iter_dataset(ReadOptions({read}))"
+        self.note = f"MapDataset.source(steps).map(build_step).{chain}"
 
     @contextlib.contextmanager
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
@@ -50,17 +41,9 @@ class Grain(harness.Port):
         if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; no main() parsed them
             flags.FLAGS.mark_as_parsed()
         dataset = grain.MapDataset.source(range(stop)).map(self.step)
+        iterable = dataset.to_iter_dataset(grain.ReadOptions(**self.read))
         if self.processes:
-            options = grain.MultiprocessingOptions(
-                num_workers=self.processes, per_worker_buffer_size=self.per_worker
-            )
-            iterable = dataset.to_iter_dataset(
-                grain.ReadOptions(num_threads=1, prefetch_buffer_size=self.prefetch)
-            ).mp_prefetch(options)
-        else:
-            iterable = dataset.to_iter_dataset(
-                grain.ReadOptions(num_threads=self.threads, prefetch_buffer_size=self.prefetch)
-            )
+            iterable = iterable.mp_prefetch(grain.MultiprocessingOptions(**self.workers))
         iterator = iter(iterable)
         try:
             yield iterator

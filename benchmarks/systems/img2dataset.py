@@ -1,6 +1,6 @@
 """img2dataset: ``download`` of a URL list to WebDataset shards, and its outcome read back.
 
-Runs in W7's child process (``benchmarks/workloads/w7_ingest.py``); it imports img2dataset
+Runs in W7's child process (``benchmarks/workloads/w7_ingest.py``); img2dataset is imported
 only when called, so this module imports without it.
 """
 
@@ -21,24 +21,13 @@ def ingest(spec: dict[str, Any]) -> dict[str, Any]:
 
     started = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
-        download(
-            url_list=spec["url_file"],
-            output_folder=spec["output"],
-            processes_count=spec["processes"],
-            thread_count=spec["threads"],
-            image_size=spec["size"],
-            resize_mode="center_crop",
-            encode_quality=spec["quality"],
-            encode_format="jpg",
-            output_format="webdataset",
-            input_format="txt",
-            number_sample_per_shard=spec["shard_samples"],
-            timeout=spec["timeout"],
-            retries=0,
-            compute_hash=None,
-            extract_exif=False,
-            enable_wandb=False,
-        )
+        download(url_list=spec["url_file"], output_folder=spec["output"],
+                 processes_count=spec["processes"], thread_count=spec["threads"],
+                 image_size=spec["size"], resize_mode="center_crop",
+                 encode_quality=spec["quality"], encode_format="jpg", output_format="webdataset",
+                 input_format="txt", number_sample_per_shard=spec["shard_samples"],
+                 timeout=spec["timeout"], retries=0, compute_hash=None, extract_exif=False,
+                 enable_wandb=False)  # fmt: skip
     return {"seconds": time.perf_counter() - started}
 
 
@@ -59,10 +48,9 @@ def outcome(folder: Path) -> tuple[dict[str, str], list[Path]]:
     """URL -> "ok" or failure reason, and the shard paths, from img2dataset's parquet files."""
     import pyarrow.parquet as pq
 
-    outcome: dict[str, str] = {}
+    found: dict[str, str] = {}
     for path in sorted(folder.glob("*.parquet")):
-        table = pq.read_table(path, columns=["url", "status", "error_message"]).to_pylist()
-        for row in table:
+        for row in pq.read_table(path, columns=["url", "status", "error_message"]).to_pylist():
             ok = row["status"] == "success"
-            outcome[row["url"]] = "ok" if ok else reason_of_message(row["error_message"] or "")
-    return outcome, sorted(folder.glob("*.tar"))
+            found[row["url"]] = "ok" if ok else reason_of_message(row["error_message"] or "")
+    return found, sorted(folder.glob("*.tar"))

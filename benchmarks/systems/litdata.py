@@ -9,13 +9,9 @@ from systems.s3spec import Collate, Work, storage_options
 
 
 def loader(
-    spec: dict[str, Any],
-    cache: Path,
-    work: Work,
-    collate: Collate,
-    max_cache_size: int | None = None,
+    spec: dict[str, Any], cache: Path, work: Work, collate: Collate, cache_bytes: int | None = None
 ) -> Any:
-    """A shuffled ``StreamingDataLoader``; ``transform`` runs ``work`` on each sample.
+    """A shuffled loader whose ``transform`` runs ``work``; ``cache_bytes``: ``max_cache_size``.
 
     Its obstore client options get ``allow_http`` (loopback is plain http; real S3 is https).
     """
@@ -23,7 +19,7 @@ def loader(
     from litdata.streaming import downloader
 
     downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True  # type: ignore[index]
-    limit = {} if max_cache_size is None else {"max_cache_size": max_cache_size}
+    limit = {} if cache_bytes is None else {"max_cache_size": cache_bytes}
     dataset = litdata.StreamingDataset(
         f"s3://{spec['bucket']}/{spec['prefix']}",
         cache_dir=str(cache),

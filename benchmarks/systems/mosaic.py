@@ -5,59 +5,49 @@ from __future__ import annotations
 import importlib.util
 import sys
 import types
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from systems.s3spec import Collate, Work
 
 
+def _stub(name: str, **attrs: Any) -> None:
+    """An empty module ``name`` (and parents) holding ``attrs``."""
+    parent = None
+    for part in name.split("."):
+        path = f"{parent.__name__}.{part}" if parent else part
+        module = sys.modules.setdefault(path, types.ModuleType(path))
+        if parent is not None:
+            setattr(parent, part, module)
+        parent = module
+    vars(parent).update(attrs)
+
+
 def import_streaming() -> Any:
-    """``import streaming`` (MosaicML), with stubs for torchvision and transformers if absent.
-
-    Mosaic's top-level import names a few torchvision and transformers classes that this
-    path never uses; the only torchvision wheels for torch 2.13 are CUDA builds, so the
-    benchmarks install Mosaic with ``--no-deps`` and stub those names here.
-    """
-
-    def stub(name: str, **attrs: Any) -> None:
-        parts = name.split(".")
-        for i in range(1, len(parts) + 1):
-            prefix = ".".join(parts[:i])
-            if prefix not in sys.modules:
-                sys.modules[prefix] = types.ModuleType(prefix)
-                if i > 1:
-                    setattr(
-                        sys.modules[".".join(parts[: i - 1])], parts[i - 1], sys.modules[prefix]
-                    )
-        for key, value in attrs.items():
-            setattr(sys.modules[name], key, value)
-
-    if "streaming" in sys.modules:
+    """``import streaming``, stubbing the torchvision and transformers names it imports but never
+    uses here (torch 2.13's only torchvision wheels are CUDA builds: Mosaic comes ``--no-deps``)."""
+    if "streaming" in sys.modules:  # (find_spec would fail on the stubs)
         return sys.modules["streaming"]
     if importlib.util.find_spec("transformers") is None:
-        stub(
-            "transformers.feature_extraction_utils", BatchFeature=type("BatchFeature", (dict,), {})
-        )
-        stub(
-            "transformers.tokenization_utils_base", BatchEncoding=type("BatchEncoding", (dict,), {})
-        )
-        stub("transformers.models.auto.tokenization_auto", AutoTokenizer=object)
+        feature, encoding = type("BatchFeature", (dict,), {}), type("BatchEncoding", (dict,), {})
+        _stub("transformers.feature_extraction_utils", BatchFeature=feature)
+        _stub("transformers.tokenization_utils_base", BatchEncoding=encoding)
+        _stub("transformers.models.auto.tokenization_auto", AutoTokenizer=object)
     if importlib.util.find_spec("torchvision") is None:
-        stub("torchvision.datasets", VisionDataset=type("VisionDataset", (), {}), CIFAR10=object)
-        stub("torchvision.transforms.functional", to_tensor=lambda x: x)
+        _stub("torchvision.datasets", VisionDataset=type("VisionDataset", (), {}), CIFAR10=object)
+        _stub("torchvision.transforms.functional", to_tensor=lambda x: x)
     import streaming
 
     return streaming
 
 
-def write(out: Path, samples: Any, chunk_bytes: int | None = None) -> None:
-    """MDS shards of ``{"jpg", "label", "id"}`` samples (``size_limit=chunk_bytes`` if given)."""
-    streaming = import_streaming()
+def write(out: Path, samples: Iterable[dict[str, Any]], chunk_bytes: int) -> None:
+    """MDS shards of at most ``chunk_bytes`` holding ``{"jpg", "label", "id"}`` samples."""
     columns = {"jpg": "bytes", "label": "int", "id": "int"}
-    limit = {} if chunk_bytes is None else {"size_limit": chunk_bytes}
-    with streaming.MDSWriter(out=str(out), columns=columns, **limit) as writer:
+    with import_streaming().MDSWriter(out=str(out), columns=columns, size_limit=chunk_bytes) as mds:
         for sample in samples:
-            writer.write(sample)
+            mds.write(sample)
 
 
 def worker_init(_: int) -> None:
@@ -65,15 +55,14 @@ def worker_init(_: int) -> None:
     import torch
 
     info = torch.utils.data.get_worker_info()
-    if info is not None:
-        for stream in info.dataset.streams:
-            stream._downloader.clean_up()
+    for stream in info.dataset.streams if info is not None else ():
+        stream._downloader.clean_up()
 
 
 def loader(
-    spec: dict[str, Any], cache: Path, work: Work, collate: Collate, cache_limit: int | None = None
+    spec: dict[str, Any], cache: Path, work: Work, collate: Collate, cache_bytes: int | None = None
 ) -> Any:
-    """A shuffled ``StreamingDataLoader`` whose dataset runs ``work`` in ``__getitem__``."""
+    """A shuffled loader, ``work`` in ``__getitem__``, local cache of ``cache_bytes`` at most."""
     streaming = import_streaming()
     from streaming.base.util import clean_stale_shared_memory
 
@@ -84,14 +73,13 @@ def loader(
             sample = super().__getitem__(index)
             return work(sample["jpg"], sample["label"], sample["id"])
 
-    limit = {} if cache_limit is None else {"cache_limit": cache_limit}
     dataset = Images(
         remote=f"s3://{spec['bucket']}/{spec['prefix']}",
         local=str(cache),
         shuffle=True,
         shuffle_seed=spec["seed"],
         batch_size=spec["batch"],
-        **limit,
+        **({} if cache_bytes is None else {"cache_limit": cache_bytes}),
     )
     return streaming.StreamingDataLoader(
         dataset,

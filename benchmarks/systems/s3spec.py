@@ -1,9 +1,7 @@
-"""What every object-storage adapter reads from a row's ``spec`` (a JSON dict).
-
-Keys: ``endpoint``, ``bucket``, ``prefix``, ``keys``, ``access_key_id``,
-``secret_access_key``, ``region``, ``seed``, ``batch``, ``workers``. The per-sample work is
-``work(jpeg, label, ident) -> item`` and the batch is ``collate(items)``: each adapter maps
-its own format's field names onto them.
+"""The row spec (a JSON dict) every object-storage adapter reads: ``endpoint``, ``bucket``,
+``prefix``, ``keys``, ``access_key_id``, ``secret_access_key``, ``region``, ``seed``,
+``batch``, ``workers``. Each adapter maps its format's fields onto ``work(jpeg, label, ident)``
+and batches the items with ``collate(items)``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ Collate = Callable[[list[Any]], Any]
 
 
 def storage_options(spec: dict[str, Any]) -> dict[str, str]:
-    """Endpoint and credentials as boto3-style keyword arguments (LitData's storage_options)."""
+    """Endpoint and credentials as boto3's keyword arguments (also LitData's storage_options)."""
     return {
         "endpoint_url": spec["endpoint"],
         "aws_access_key_id": spec["access_key_id"],
@@ -26,7 +24,7 @@ def storage_options(spec: dict[str, Any]) -> dict[str, str]:
 
 
 def peer_env(spec: dict[str, Any]) -> dict[str, str]:
-    """Credentials and endpoint as Mosaic reads them (environment variables)."""
+    """Endpoint and credentials as environment variables (how Mosaic reads them)."""
     return {
         "S3_ENDPOINT_URL": spec["endpoint"],
         "AWS_ACCESS_KEY_ID": spec["access_key_id"],

@@ -10,10 +10,8 @@ import harness
 
 
 class Spdl(harness.Port):
-    """``source(steps) -> pipe(step, concurrency=threads, output_order="input") -> sink``.
-
-    ``step(g)`` is the workload's whole batch (plan, per-sample work, collate).
-    """
+    """``source(steps) -> pipe(step, concurrency=threads, output_order="input") -> sink``;
+    ``step(g)`` is the workload's whole batch (plan, per-sample work, collate)."""
 
     group = "spdl"
 
@@ -29,12 +27,8 @@ class Spdl(harness.Port):
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
         from spdl.pipeline import PipelineBuilder
 
-        pipeline = (
-            PipelineBuilder()
-            .add_source(range(stop))
-            .pipe(self.step, concurrency=self.threads, output_order="input")
-            .add_sink(self.sink)
-            .build(num_threads=self.threads)
-        )
+        builder = PipelineBuilder().add_source(range(stop))
+        builder.pipe(self.step, concurrency=self.threads, output_order="input")
+        pipeline = builder.add_sink(self.sink).build(num_threads=self.threads)
         with pipeline.auto_stop():
             yield pipeline.get_iterator()

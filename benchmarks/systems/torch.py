@@ -1,51 +1,26 @@
-"""torch: ``torch.utils.data.DataLoader`` with a workload's dataset, our order and a collate_fn."""
+"""torch: ``torch.utils.data.DataLoader`` over a workload's samples, in our sampler's order."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import harness
 import numpy as np
 
-# (dataset, batch_sampler, collate_fn) of the steps [0, stop)
-Parts = Callable[[int], tuple[Any, Any, Callable[[Any], Any]]]
+from aioloader.core import BatchPlan, SampleRng, derive
 
 
-class StepSampler:
-    """A torch batch sampler: step ``g``'s indices of our sampler, for ``g`` in ``[0, stop)``.
+class Dataset:
+    """Map-style: an index -> ``work(sample)``; a key ``(g, slot, index)`` -> ``(key,
+    work(sample))``, or given ``rng=(seed, steps_per_epoch)`` ``(key, work(sample, rng))``
+    with the rng aioloader gives that sample."""
 
-    ``key`` says what each element is: ``"index"``, ``"step"`` (``(g, index)``) or
-    ``"slot"`` (``(g, slot, index)``), for datasets whose work depends on the step or slot.
-    """
-
-    def __init__(self, sampler: Any, seed: int, stop: int, key: str = "step") -> None:
-        self.sampler, self.seed, self.stop, self.key = sampler, seed, stop, key
-
-    def __len__(self) -> int:
-        return self.stop
-
-    def __iter__(self) -> Iterator[list[Any]]:
-        steps = self.sampler.steps_per_epoch
-        for g in range(self.stop):
-            epoch, step = divmod(g, steps)
-            indices = self.sampler.indices(self.seed, epoch, step).tolist()
-            if self.key == "index":
-                yield indices
-            elif self.key == "step":
-                yield [(g, i) for i in indices]
-            else:
-                yield [(g, slot, i) for slot, i in enumerate(indices)]
-
-
-class KeyedDataset:
-    """Map-style: the key the ``StepSampler`` gives (its index last) -> ``(key, work(sample))``;
-    a plain index (``key="index"``) -> ``work(sample)``."""
-
-    def __init__(self, samples: list[Any], work: Callable[[Any], Any] = lambda x: x) -> None:
-        self.samples, self.work = samples, work
+    def __init__(
+        self, samples: list[Any], work: Callable[..., Any] = lambda x: x, rng: Any = None
+    ) -> None:
+        self.samples, self.work, self.rng = samples, work, rng
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -53,99 +28,77 @@ class KeyedDataset:
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, int):
             return self.work(self.samples[key])
-        return key, self.work(self.samples[key[-1]])
+        if self.rng is None:
+            return key, self.work(self.samples[key[2]])
+        (g, slot, index), (seed, steps_per_epoch) = key, self.rng
+        rng = SampleRng(derive(seed, *divmod(g, steps_per_epoch), slot, 0))
+        return key, self.work(self.samples[index], rng)
 
 
 class PlanCollate:
-    """A collator over ``KeyedDataset`` items keyed ``(g, index)``: rebuilds step ``g``'s plan
-    and calls ``collator(samples, plan)``; with ``tensors``, the batch leaves a worker as
-    ``tensors(batch)``."""
+    """``collator(samples, plan)`` over keyed items, step ``g``'s plan rebuilt. With
+    ``fields``, the batch leaves a worker as tensors and is released: in shared memory
+    (``shared``, as torch's ``default_collate`` makes them), else copies."""
 
     def __init__(
-        self,
-        collator: Callable[[list[Any], Any], Any],
-        seed: int,
-        steps_per_epoch: int,
-        tensors: Callable[[Any], Any] | None = None,
+        self, collator: Any, sampler: Any, seed: int, fields: Any = (), shared: bool = False
     ) -> None:
-        self.collator, self.seed, self.steps = collator, seed, steps_per_epoch
-        self.tensors = tensors
+        self.collator, self.steps, self.seed = collator, sampler.steps_per_epoch, seed
+        self.fields, self.shared = fields, shared
 
-    def __call__(self, items: list[tuple[tuple[int, int], Any]]) -> Any:
-        from aioloader.core import BatchPlan
-
+    def __call__(self, items: list[tuple[tuple[int, int, int], Any]]) -> Any:
         g = items[0][0][0]
-        epoch, step = divmod(g, self.steps)
-        indices = np.array([key[1] for key, _ in items], dtype=np.int64)
-        batch = self.collator([s for _, s in items], BatchPlan(self.seed, g, epoch, step, indices))
-        return batch if self.tensors is None else self.tensors(batch)
-
-
-def shared_tensors(fields: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
-    """The batch's ``fields`` copied into shared-memory tensors (what torch's
-    ``default_collate`` does in a worker); the batch is released."""
-
-    def convert(batch: Any) -> dict[str, Any]:
+        indices = np.array([key[2] for key, _ in items], dtype=np.int64)
+        plan = BatchPlan(self.seed, g, *divmod(g, self.steps), indices)
+        batch = self.collator([sample for _, sample in items], plan)
+        if not self.fields:
+            return batch
         import torch
 
         out = {}
         with batch:
-            for name in fields:
+            for name in self.fields:
                 array = getattr(batch, name)
+                if not self.shared:
+                    out[name] = torch.from_numpy(np.array(array))
+                    continue
                 dtype = torch.float32 if array.dtype == np.float32 else torch.int32
                 storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(array.size)
-                tensor = torch.empty(0, dtype=dtype).new(storage).view(array.shape)
-                tensor.numpy()[...] = array
-                out[name] = tensor
+                out[name] = torch.empty(0, dtype=dtype).new(storage).view(array.shape)
+                out[name].numpy()[...] = array
         return out
-
-    return convert
-
-
-def copied_tensors(fields: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
-    """The batch's ``fields`` as ``torch.from_numpy`` of copies; the batch is released."""
-
-    def convert(batch: Any) -> dict[str, Any]:
-        import torch
-
-        with batch:
-            return {name: torch.from_numpy(np.array(getattr(batch, name))) for name in fields}
-
-    return convert
-
-
-def rows(
-    workers: tuple[int, ...],
-    parts: Callable[[int, int], tuple[Any, Any, Callable[[Any], Any]]],
-    how: str,
-) -> list[Torch]:
-    """A ``Torch`` row per worker count; ``parts(workers, stop)`` gives its loader's parts."""
-    return [Torch(w, functools.partial(parts, w), how) for w in workers]
 
 
 class Torch(harness.Port):
-    """``DataLoader(dataset, batch_sampler, collate_fn, num_workers, prefetch_factor=4)``."""
+    """``DataLoader(dataset, batch_sampler=our steps, collate_fn, num_workers,
+    prefetch_factor=4)``; a ``PlanCollate`` is given each step's indices as keys ``(g, slot,
+    index)``, a user's collate function plain indices."""
 
     group = "torch"
 
-    def __init__(self, workers: int, parts: Parts, how: str) -> None:
-        self.workers, self.parts = workers, parts
+    def __init__(
+        self, workers: int, how: str, dataset: Any, sampler: Any, seed: int, collate: Any
+    ) -> None:
+        self.workers, self.dataset, self.collate = workers, dataset, collate
+        self.sampler, self.seed, self.keyed = sampler, seed, isinstance(collate, PlanCollate)
         self.name = f"torch DataLoader num_workers={workers}"
-        self.note = (
-            f"torch.utils.data.DataLoader(num_workers={workers}"
-            + (", prefetch_factor=4" if workers else "")
-            + f"), {how}"
-        )
+        prefetch = ", prefetch_factor=4" if workers else ""
+        self.note = f"torch.utils.data.DataLoader(num_workers={workers}{prefetch}), {how}"
+
+    def steps(self, stop: int) -> Iterator[list[Any]]:
+        for g in range(stop):
+            epoch, step = divmod(g, self.sampler.steps_per_epoch)
+            indices = self.sampler.indices(self.seed, epoch, step).tolist()
+            yield [(g, slot, i) for slot, i in enumerate(indices)] if self.keyed else indices
 
     @contextlib.contextmanager
     def batches(self, stop: int) -> Iterator[Iterator[Any]]:
         import torch.utils.data
 
-        dataset, batch_sampler, collate = self.parts(stop)
         loader = torch.utils.data.DataLoader(
-            dataset,
-            batch_sampler=batch_sampler,
-            collate_fn=collate,
+            self.dataset,
+            batch_sampler=self.steps(stop),
+            collate_fn=self.collate,
             num_workers=self.workers,
             prefetch_factor=4 if self.workers else None,
         )

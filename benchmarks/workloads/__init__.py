@@ -1,10 +1,6 @@
-"""Workloads: one module per workload, each declaring its data, per-sample work, rows and targets.
-
-Every module has ``NAME``, ``TITLE``, ``NOTES``, ``build(quick, log, stack, args) -> (cases,
-notes)`` and, where the workload has targets, ``targets(cases)``. ``benchmarks/run.py``
-crosses them with the adapters of ``benchmarks/systems/``. To add a workload: write its
-module and add one line to ``MODULES`` (and to ``OPT_IN`` if it runs only when named).
-"""
+"""One module per workload: ``NAME``, ``TITLE``, ``NOTES``, ``build(quick, log, stack, args)
+-> (cases, notes)`` and, where it has targets, ``targets(cases)``. To add a workload: write its
+module, add a line to ``MODULES`` (and to ``OPT_IN`` if it runs only when named)."""
 
 from __future__ import annotations
 
@@ -28,5 +24,4 @@ OPT_IN = ("W6", "W7", "W8")  # long, or needing peers installed by hand: run onl
 
 
 def load(name: str) -> ModuleType:
-    """The module of workload ``name`` (``"W1"``, ...)."""
     return importlib.import_module(f"workloads.{MODULES[name]}")

@@ -1,9 +1,7 @@
 """W1: synthetic line images (``aioloader.datasets.line_images``) through every loader.
 
-2,048 images ``[1, 32, W]``, W in 64..256, batch 128, width multiple 4, ``GainOffset()``
-per image, ``ShuffledSampler``; every row computes the same function of the step ``g`` and
-all but the floors give bit-identical batches (checked before timing). docs/benchmarks.md
-(W1) gives each row's configuration.
+``[1, 32, W]`` images, W in 64..256, width multiple 4, ``GainOffset()`` per image, shuffled.
+docs/benchmarks.md (W1) gives each row's configuration.
 """
 
 from __future__ import annotations
@@ -16,19 +14,13 @@ from typing import Any
 
 import harness
 import numpy as np
-from harness import Case
 from systems import aioloader as aioloader_system
 from systems import grain, spdl
 from systems import torch as torch_system
 
-from aioloader.core import (
-    GainOffset,
-    ImageBatchCollator,
-    RngStream,
-    ShuffledSampler,
-    plan_batch,
-)
+from aioloader.core import GainOffset, ImageBatchCollator, RngStream, ShuffledSampler, plan_batch
 from aioloader.datasets import line_images
+from aioloader.testing import MemoryDataset
 
 FIELDS = ("images", "widths", "targets", "target_lengths", "labels", "indices")
 SEED = 0
@@ -36,7 +28,8 @@ SEED = 0
 
 @dataclasses.dataclass(frozen=True)
 class W1Config:
-    """Sizes of the workload and of one measurement."""
+    """Sizes: ``warm`` untimed batches (startup, prefetch fill), then ``count`` timed;
+    ``verify`` batches compared across rows (crossing an epoch boundary)."""
 
     images: int = 2048
     height: int = 32
@@ -45,9 +38,9 @@ class W1Config:
     batch: int = 128
     multiple: int = 4
     prefetch: int = 8
-    warm: int = 16  # batches consumed before the clock starts (startup, prefetch fill)
-    count: int = 256  # batches timed per measurement
-    verify: int = 17  # batches compared across ports (crosses an epoch boundary)
+    warm: int = 16
+    count: int = 256
+    verify: int = 17
 
     @property
     def steps_per_epoch(self) -> int:
@@ -61,41 +54,28 @@ def make_samples(cfg: W1Config) -> list[Any]:
 
 
 def parts(cfg: W1Config) -> tuple[ShuffledSampler, ImageBatchCollator]:
-    """The sampler and the collator every aioloader-based row uses."""
+    """The sampler and the collator of every loader."""
     return ShuffledSampler(cfg.images, cfg.batch), ImageBatchCollator(
         cfg.multiple, augment=GainOffset()
     )
 
 
-def step_builder(cfg: W1Config, samples: list[Any], detach: bool = False) -> harness.StepBuilder:
-    """``g -> batch`` for SPDL and Grain; a spawned worker rebuilds the samples."""
-    fields = FIELDS if detach else ()
-    rebuild = functools.partial(make_samples, cfg)
-    return harness.StepBuilder(SEED, functools.partial(parts, cfg), samples, rebuild, None, fields)
-
-
-# -- the systems ------------------------------------------------------------------------
 class Aioloader(aioloader_system.Aioloader):
     """``DataLoader(workers=w, prefetch=8)`` over the samples in memory, asyncio or uvloop."""
 
     def __init__(self, cfg: W1Config, samples: list[Any], workers: int | str, uvloop: bool) -> None:
-        sampler = functools.partial(ShuffledSampler, cfg.images, cfg.batch)
         prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
+        collator = parts(cfg)[1]  # one per row; a sampler per loader
+
+        def loader_parts() -> tuple[ShuffledSampler, ImageBatchCollator]:
+            return ShuffledSampler(cfg.images, cfg.batch), collator
+
         options = {"workers": workers, "prefetch": prefetch}
-        make = aioloader_system.in_memory(samples, sampler, parts(cfg)[1], SEED, **options)
-        super().__init__(make, uvloop=uvloop)
+        make = aioloader_system.maker(MemoryDataset(samples), loader_parts, SEED, **options)
         loop = "uvloop" if uvloop else "asyncio"
-        self.name = f"aioloader workers={workers} {loop}"
-        self.note = f"DataLoader(workers={workers!r}, prefetch={prefetch!r}), async for, {loop}"
-
-
-def torch_parts(cfg: W1Config, samples: list[Any], workers: int, stop: int) -> Any:
-    """torch over W1's samples: our order, our collator as ``collate_fn`` (shared-memory
-    tensors out of workers)."""
-    order = torch_system.StepSampler(ShuffledSampler(cfg.images, cfg.batch), SEED, stop)
-    tensors = torch_system.shared_tensors(FIELDS) if workers else None
-    collate = torch_system.PlanCollate(parts(cfg)[1], SEED, cfg.steps_per_epoch, tensors)
-    return torch_system.KeyedDataset(samples), order, collate
+        name = f"aioloader workers={workers} {loop}"
+        note = f"DataLoader(workers={workers!r}, prefetch={prefetch!r}), async for, {loop}"
+        super().__init__(make, uvloop, name=name, note=note)
 
 
 # -- the hand-written loop: its own SplitMix64 and Feistel, plain numpy ------------------
@@ -120,16 +100,10 @@ def _mix_np(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return z
 
 
-def _prefix(seed: int, epoch: int, step: int) -> int:
+def _derive(seed: int, *values: int) -> int:
+    """The key of ``(seed, epoch, step[, slot, stream])``: ``_mix`` chained over them."""
     h = _mix(seed ^ _SALT)
-    for value in (epoch, step):
-        h = _mix((h + value) & _M)
-    return h
-
-
-def _derive(seed: int, epoch: int, step: int, slot: int, stream: int) -> int:
-    h = _prefix(seed, epoch, step)
-    for value in (slot, stream):
+    for value in values:
         h = _mix((h + value) & _M)
     return h
 
@@ -161,17 +135,16 @@ class HandWritten(harness.Steps):
         self.labels = [s.label for s in samples]
 
     def step(self, g: int) -> dict[str, np.ndarray[Any, Any]]:
-        cfg = self.cfg
-        b, n = cfg.batch, cfg.images
-        epoch, step = divmod(g, cfg.steps_per_epoch)
+        b, n, multiple = self.cfg.batch, self.cfg.images, self.cfg.multiple
+        epoch, step = divmod(g, self.cfg.steps_per_epoch)
         positions = np.arange(step * b, step * b + b, dtype=np.uint64)
         order = _feistel(positions, n, _derive(SEED, epoch, 0, 0, RngStream.SHUFFLE)).tolist()
         images = [self.images[i] for i in order]
         widths = [im.shape[2] for im in images]
-        wp = -(-max(widths) // cfg.multiple) * cfg.multiple
-        c, h = images[0].shape[0], images[0].shape[1]
+        wp = -(-max(widths) // multiple) * multiple
+        c, h = images[0].shape[:2]
         # gain and offset: two normals per slot from derive(seed, e, s, slot, AUGMENT)
-        prefix = np.uint64(_prefix(SEED, epoch, step))
+        prefix = np.uint64(_derive(SEED, epoch, step))
         lanes = _mix_np(np.arange(b, dtype=np.uint64) + prefix) + np.uint64(RngStream.AUGMENT)
         states = _mix_np(lanes)
         draws = np.arange(24, dtype=np.uint64) * np.uint64(_GOLDEN)
@@ -201,26 +174,25 @@ class HandWritten(harness.Steps):
         }
 
 
-class CopyFloor(harness.Steps):
-    """One ``np.copyto`` per image into one preallocated batch: no pad, no augmentation."""
+# -- the floors: nothing but copies, into batches of the same shapes -----------------------
+def _step_images(cfg: W1Config, samples: list[Any], steps: int) -> list[list[Any]]:
+    """The images of each of the first ``steps`` batches (found before timing)."""
+    sampler = parts(cfg)[0]
+    indices = [plan_batch(sampler, SEED, g).indices.tolist() for g in range(steps)]
+    return [[samples[i].image for i in step] for step in indices]
 
+
+class CopyFloor(harness.Steps):
     group = "floor"
     name = "memory-copy floor: np.copyto per image"
     note = "each sample's pixels copied into one preallocated [B, C, H, Wmax] batch"
     exact = False
 
     def __init__(self, cfg: W1Config, samples: list[Any]) -> None:
-        self.cfg = cfg
-        images = [s.image for s in samples]
-        sampler = ShuffledSampler(cfg.images, cfg.batch)
-        # The batches' images in order, for every step of two epochs: only copies are timed.
-        self.batches_of = [
-            [images[i] for i in plan_batch(sampler, SEED, g).indices.tolist()]
-            for g in range(2 * cfg.steps_per_epoch)
-        ]
-        c, h = images[0].shape[:2]
+        self.multiple = cfg.multiple
+        self.batches_of = _step_images(cfg, samples, 2 * cfg.steps_per_epoch)
         wide = -(-cfg.max_width // cfg.multiple) * cfg.multiple
-        self.out = np.zeros((cfg.batch, c, h, wide), np.float32)
+        self.out = np.zeros((cfg.batch, *samples[0].image.shape[:2], wide), np.float32)
 
     def step(self, g: int) -> dict[str, np.ndarray[Any, Any]]:
         out, widest = self.out, 0
@@ -228,27 +200,21 @@ class CopyFloor(harness.Steps):
             w = image.shape[2]
             np.copyto(out[i, :, :, :w], image)
             widest = max(widest, w)
-        wp = -(-widest // self.cfg.multiple) * self.cfg.multiple
-        return {"images": out[:, :, :, :wp]}
+        return {"images": out[:, :, :, : -(-widest // self.multiple) * self.multiple]}
 
 
 class BandwidthFloor(harness.Steps):
-    """One ``np.copyto`` of a contiguous block of the batch's size: memory bandwidth."""
-
     group = "floor"
     name = "memcpy reference: one np.copyto per batch"
     note = "a [B, C, H, Wp] block copied at once from a 2x-dataset-sized source ring"
     exact = False
 
     def __init__(self, cfg: W1Config, samples: list[Any]) -> None:
-        sampler = ShuffledSampler(cfg.images, cfg.batch)
+        c, h = samples[0].image.shape[:2]
         self.shapes = []
-        for g in range(cfg.steps_per_epoch):
-            plan = plan_batch(sampler, SEED, g)
-            widest = max(samples[i].image.shape[2] for i in plan.indices.tolist())
-            c, h = samples[0].image.shape[:2]
-            wp = -(-widest // cfg.multiple) * cfg.multiple
-            self.shapes.append((cfg.batch, c, h, wp))
+        for images in _step_images(cfg, samples, cfg.steps_per_epoch):
+            widest = max(image.shape[2] for image in images)
+            self.shapes.append((cfg.batch, c, h, -(-widest // cfg.multiple) * cfg.multiple))
         total = sum(s.image.size for s in samples)
         self.source = np.random.default_rng(1).random(2 * total, dtype=np.float32)
         self.out = np.empty(max(math.prod(s) for s in self.shapes), np.float32)
@@ -262,53 +228,6 @@ class BandwidthFloor(harness.Steps):
         np.copyto(self.out[:size], self.source[self.offset : self.offset + size])
         self.offset += size
         return {"images": self.out[:size].reshape(shape)}
-
-
-# -- rows and cases -------------------------------------------------------------------
-def systems(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> list[harness.Port]:
-    """Every W1 port that can be built here (a missing package is logged and skipped)."""
-    found: list[harness.Port] = [
-        Aioloader(cfg, samples, w, uv) for w in (0, 1, 2) for uv in (False, True)
-    ]
-    found.append(Aioloader(cfg, samples, "auto", True))  # workers and prefetch "auto"
-    torch_how = "our sampler order and collator as collate_fn, returns "
-    optional: list[tuple[str, Callable[[], list[Any]]]] = [
-        (
-            "torch",
-            lambda: [
-                torch_system.Torch(
-                    w,
-                    functools.partial(torch_parts, cfg, samples, w),
-                    torch_how + ("shared-memory tensors" if w else "our ImageBatch"),
-                )
-                for w in (0, 1, 2)
-            ],
-        ),
-        ("spdl", lambda: [spdl.Spdl(step_builder(cfg, samples), t) for t in (1, 2)]),
-        (
-            "grain",
-            lambda: [
-                grain.Grain(step_builder(cfg, samples), threads=2, prefetch=cfg.prefetch),
-                grain.Grain(step_builder(cfg, samples, detach=True), processes=2, prefetch=2),
-            ],
-        ),
-    ]
-    found += harness.installed_rows("W1", optional, log)
-    found += [HandWritten(cfg, samples), CopyFloor(cfg, samples), BandwidthFloor(cfg, samples)]
-    return found
-
-
-def cases(cfg: W1Config, log: Callable[[str], None]) -> list[Case]:
-    """Build, verify and wrap every W1 port as a ``Case`` (batches/s)."""
-    samples = make_samples(cfg)
-    found = systems(cfg, samples, log)
-    harness.verify("W1", found, cfg.verify, harness.fields(FIELDS), log)
-    return [
-        harness.port_case(
-            "W1", system, "batches/s", cfg.warm, cfg.count, isinstance(system, HandWritten)
-        )
-        for system in found
-    ]
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
@@ -325,15 +244,56 @@ NOTES = [
 ]
 
 
+def rows(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> list[Any]:
+    """Every W1 row that can be built here (a missing package is logged and skipped)."""
+    found: list[Any] = [Aioloader(cfg, samples, w, uv) for w in (0, 1, 2) for uv in (False, True)]
+    found.append(Aioloader(cfg, samples, "auto", True))
+    rebuild, dataset = functools.partial(make_samples, cfg), torch_system.Dataset(samples)
+
+    def step(fields: tuple[str, ...] = ()) -> harness.StepBuilder:
+        """``g -> batch``; a spawned worker rebuilds the samples."""
+        parts_of = functools.partial(parts, cfg)
+        return harness.StepBuilder(SEED, parts_of, samples, rebuild, None, fields)
+
+    def torch_row(workers: int) -> torch_system.Torch:
+        sampler, collator = parts(cfg)
+        fields = FIELDS if workers else ()
+        collate = torch_system.PlanCollate(collator, sampler, SEED, fields, shared=True)
+        returns = "shared-memory tensors" if workers else "our ImageBatch"
+        how = f"our sampler order and collator as collate_fn, returns {returns}"
+        return torch_system.Torch(workers, how, dataset, sampler, SEED, collate)
+
+    optional: list[tuple[str, Callable[[], list[Any]]]] = [
+        ("torch", lambda: [torch_row(w) for w in (0, 1, 2)]),
+        ("spdl", lambda: [spdl.Spdl(step(), t) for t in (1, 2)]),
+        (
+            "grain",
+            lambda: [
+                grain.Grain(step(), 2, cfg.prefetch),
+                grain.Grain(step(FIELDS), processes=2, prefetch=2),
+            ],
+        ),
+    ]
+    found += harness.installed_rows("W1", optional, log)
+    found += [HandWritten(cfg, samples), CopyFloor(cfg, samples), BandwidthFloor(cfg, samples)]
+    return found
+
+
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W1's cases and notes (``quick``: 256 images, batch 32)."""
     cfg = W1Config(images=256, batch=32, warm=2, count=8, verify=9) if quick else W1Config()
     log("W1: building and checking every port")
-    return cases(cfg, log), ([f"Quick run: {cfg}."] if quick else NOTES)
+    found = rows(cfg, make_samples(cfg), log)
+    harness.verify("W1", found, cfg.verify, harness.fields(FIELDS), log)
+    cases = [
+        harness.port_case("W1", row, "batches/s", cfg.warm, cfg.count, isinstance(row, HandWritten))
+        for row in found
+    ]
+    return cases, ([f"Quick run: {cfg}."] if quick else NOTES)
 
 
-def targets(found: list[Case]) -> list[dict[str, Any]]:
-    """The W1 targets: aioloader against torch, SPDL, the floors and the hand-written loop."""
+def targets(found: list[harness.Case]) -> list[dict[str, Any]]:
+    """aioloader against torch, SPDL, the floors and the hand-written loop."""
     w1 = [c for c in found if c.workload == "W1"]
     if not w1:
         return []
@@ -342,22 +302,14 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
     two = harness.best(w1, "W1", "aioloader", "aioloader workers=2")
     floor = next((c for c in w1 if c.system.startswith("memory-copy floor")), None)
     memcpy = next((c for c in w1 if c.system.startswith("memcpy reference")), None)
-    hand = harness.baseline_of(w1, "W1")
-    return [
-        harness.target(
-            "W1: aioloader best >= 3x torch best", best, harness.best(w1, "W1", "torch"), 3
-        ),
-        harness.target(
-            "W1: aioloader best >= 2x SPDL best", best, harness.best(w1, "W1", "spdl"), 2
-        ),
-        harness.target("W1: aioloader best >= 0.5x memory-copy floor", best, floor, 0.5),
-        harness.target("W1: aioloader workers=0 >= 1.0x hand-written loop", zero, hand, 1.0),
-        harness.target("W1: aioloader workers=2 >= 1.7x workers=0", two, zero, 1.7),
-        harness.target("W1: aioloader best >= 0.6x one np.copyto per batch", best, memcpy, 0.6),
-        harness.auto_target(
-            w1,
-            "W1",
-            "aioloader workers=auto uvloop",
-            [f"aioloader workers={w} {loop}" for w in (0, 1, 2) for loop in ("asyncio", "uvloop")],
-        ),
+    checks = [
+        ("aioloader best >= 3x torch best", best, harness.best(w1, "W1", "torch"), 3),
+        ("aioloader best >= 2x SPDL best", best, harness.best(w1, "W1", "spdl"), 2),
+        ("aioloader best >= 0.5x memory-copy floor", best, floor, 0.5),
+        ("aioloader workers=0 >= 1.0x hand-written loop", zero, harness.baseline_of(w1, "W1"), 1),
+        ("aioloader workers=2 >= 1.7x workers=0", two, zero, 1.7),
+        ("aioloader best >= 0.6x one np.copyto per batch", best, memcpy, 0.6),
     ]
+    grid = [f"aioloader workers={w} {loop}" for w in (0, 1, 2) for loop in ("asyncio", "uvloop")]
+    out = [harness.target(f"W1: {text}", mine, theirs, x) for text, mine, theirs, x in checks]
+    return [*out, harness.auto_target(w1, "W1", "aioloader workers=auto uvloop", grid)]

@@ -1,8 +1,6 @@
-"""W2: object storage (SeaweedFS on loopback), the rows of ``micro/bench_object_store``.
+"""W2: object storage (SeaweedFS on loopback), the clients of ``micro/bench_object_store``.
 
-2,048 objects of 64 KiB in batches of 64, directly and through the +20 ms relay, each row
-once per round, interleaved; the hand-written aiohttp client is each path's baseline.
-docs/benchmarks.md (W2) gives the rows.
+Each row runs once per round, interleaved; docs/benchmarks.md (W2) gives the rows.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from typing import Any
 
 import harness
 from harness import Case
-from storage import Relay
+from storage import DELAY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,117 +25,59 @@ class W2Config:
 
 def cases(cfg: W2Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
     """Start the server and the relay (stopped by ``stack``), upload, build the rows."""
-    import anyio
     from micro import bench_object_store as bench
 
-    from tests._support.s3 import SeaweedServer
-
-    server = stack.enter_context(SeaweedServer(bucket="bench"))
-    info = server.info
-    anyio.run(bench.upload, info, cfg.objects)
-    bench.bench_aiohttp(info, info.endpoint, 256, cfg.objects, 1)  # settle the server
-    relay = Relay(info.endpoint)
-    stack.callback(relay.close)
-    log(f"  W2: {cfg.objects} objects uploaded; relay at {relay.endpoint}")
-    out: list[Case] = []
     n = cfg.objects
-    for path, endpoint in (("direct", info.endpoint), ("+20 ms", relay.endpoint)):
-        for inflight in cfg.inflight:
-            bound = (
-                {"latency bound": f"{inflight / bench.DELAY:,.0f}/s"} if path != "direct" else {}
-            )
-            theirs = f"{path}: hand-written aiohttp, {inflight} in flight"
-            out.append(
-                _case(
-                    f"{path}: aioloader ObjectStore, {inflight} in flight",
-                    functools.partial(bench.bench_aioloader, info, endpoint, inflight, n, 1, {}),
-                    "ObjectStore(max_concurrency=R).get_samples, uvloop",
-                    theirs,
-                    facts=bound,
-                )
-            )
-            out.append(
-                _case(
-                    theirs,
-                    functools.partial(bench.bench_aiohttp, info, endpoint, inflight, n, 1),
-                    "aiohttp ClientSession, SigV4 GETs, same batch driver",
-                    theirs,
-                    group="hand-written",
-                    baseline=True,
-                    facts=bound,
-                )
-            )
-        if path != "direct":  # the loader's own knobs, hand-set and auto (issue 21)
-            out += _loader_rows(cfg, info, path, endpoint, n)
+    info, paths = stack.enter_context(bench.serving(n, log))
+    out = []
+    for path, endpoint in paths:
+        for inflight in cfg.inflight:  # each aioloader row's ratio: aiohttp at the same reads
+            theirs = f"hand-written aiohttp, {inflight} in flight"
+            facts = {"latency bound": f"{inflight / DELAY:,.0f}/s"} if path != "direct" else {}
+            measure = functools.partial(bench.bench_aioloader, info, endpoint, inflight, n, 1, {})
+            note = "ObjectStore(max_concurrency=R).get_samples, uvloop"
+            system = f"aioloader ObjectStore, {inflight} in flight"
+            out.append(_case(path, system, measure, note, theirs, facts=facts))
+            measure = functools.partial(bench.bench_aiohttp, info, endpoint, inflight, n, 1)
+            note = "aiohttp ClientSession, SigV4 GETs, same batch driver"
+            extra = {"group": "hand-written", "baseline": True, "facts": facts}
+            out.append(_case(path, theirs, measure, note, theirs, **extra))
         if path == "direct" and cfg.torch_workers is not None:
             workers = cfg.torch_workers
-            out.append(
-                _case(
-                    f"{path}: torch DataLoader, {workers} workers",
-                    functools.partial(bench.bench_torch, info, endpoint, workers, n, 1),
-                    "spawned workers, blocking obstore.get in __getitem__",
-                    f"{path}: hand-written aiohttp, {cfg.inflight[0]} in flight",
-                    group="torch",
-                )
-            )
+            measure = functools.partial(bench.bench_torch, info, endpoint, workers, n, 1)
+            note = "spawned workers, blocking obstore.get in __getitem__"
+            theirs = f"hand-written aiohttp, {cfg.inflight[0]} in flight"
+            system = f"torch DataLoader, {workers} workers"
+            out.append(_case(path, system, measure, note, theirs, group="torch"))
+        if path != "direct":  # the loader's own knobs, hand-set and "auto" (issue 21)
+            theirs = f"hand-written aiohttp, {cfg.inflight[-1]} in flight"
+            hand_set = [(0, bench.lanes_for(reads), reads) for reads in cfg.inflight]
+            for workers, prefetch, reads in [*hand_set, ("auto", "auto", None)]:
+                knobs = {"workers": workers, "prefetch": prefetch, "max_inflight_reads": reads}
+                knobs = {k: v for k, v in knobs.items() if v is not None}
+                setting = "auto" if reads is None else f"prefetch {prefetch}, {reads} reads"
+                measure = functools.partial(bench.bench_loader, info, endpoint, n, 1, **knobs)
+                note = ", ".join(f"{k}={v!r}" for k, v in knobs.items())
+                note = f"DataLoader(ObjectStore, {note}), uvloop"
+                out.append(_case(path, f"aioloader DataLoader, {setting}", measure, note, theirs))
     return out
 
 
-def _case(
-    system: str, measure: Callable[[], float], note: str, compare_to: str, **extra: Any
-) -> Case:
+def _case(path: str, system: str, measure: Any, note: str, theirs: str, **extra: Any) -> Case:
     """A W2 row in samples/s (group "aioloader" unless ``extra`` says otherwise)."""
-    fields = {"group": "aioloader", **extra}
-    return Case(
-        workload="W2",
-        system=system,
-        metric="samples/s",
-        measure=measure,
-        note=note,
-        compare_to=compare_to,
-        **fields,
-    )
-
-
-def _loader_rows(cfg: W2Config, info: Any, path: str, endpoint: str, n: int) -> list[Case]:
-    """``DataLoader(ObjectStore)`` with each hand-set read budget, then with ``"auto"``."""
-    from micro import bench_object_store as bench
-
-    baseline = f"{path}: hand-written aiohttp, {cfg.inflight[-1]} in flight"
-    rows = []
-    for inflight in cfg.inflight:
-        prefetch = bench.lanes_for(inflight)
-        rows.append(
-            _case(
-                f"{path}: aioloader DataLoader, prefetch {prefetch}, {inflight} reads",
-                functools.partial(bench.bench_loader, info, endpoint, n, 1, 0, prefetch, inflight),
-                f"DataLoader(ObjectStore, workers=0, prefetch={prefetch}, "
-                f"max_inflight_reads={inflight}), uvloop",
-                baseline,
-            )
-        )
-    rows.append(
-        _case(
-            f"{path}: aioloader DataLoader, auto",
-            functools.partial(bench.bench_loader, info, endpoint, n, 1, "auto", "auto", None),
-            "DataLoader(ObjectStore, workers='auto', prefetch='auto'), uvloop; the tuner "
-            "carries its knobs from the warm-up epoch",
-            baseline,
-        )
-    )
-    return rows
+    fields = {"group": "aioloader", "note": note, "compare_to": f"{path}: {theirs}", **extra}
+    return Case("W2", f"{path}: {system}", "samples/s", measure, **fields)
 
 
 def targets(found: list[Case]) -> list[dict[str, Any]]:
     """Issue 21: the ``auto`` loader >= 0.95x the best hand-set loader through the relay."""
-    rows = [c for c in found if c.workload == "W2" and "DataLoader" in c.system]
+    rows = [c.system for c in found if c.workload == "W2" and "DataLoader" in c.system]
     if not rows:
         return []
-    picked = [c.system for c in rows if not c.system.endswith("auto")]
+    picked = [name for name in rows if not name.endswith("auto")]
     return [harness.auto_target(found, "W2", "+20 ms: aioloader DataLoader, auto", picked)]
 
 
-# -- the workload, as run.py crosses it -----------------------------------------------------
 NAME = "W2"
 TITLE = "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64"
 NOTES = [

@@ -1,30 +1,34 @@
-"""W6's (and W8's) data: generated JPEGs, each system's shard format, the per-sample work
-every system runs and the exactly-once check. docs/benchmarks.md (W6) describes the images.
-"""
+"""W6's and W8's data: generated JPEGs in each system's own format, the per-sample work every
+system runs and the exactly-once check; also what the two workloads' rows share."""
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness import Case
+from storage import missing
 
 MIN_BYTES, MAX_BYTES = 40_000, 100_000
-SIZE = 224
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32) * 255
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32) * 255
-WDS_SAMPLES_PER_SHARD = 256
-CHUNK_BYTES = 64 * 2**20  # LitData's and Mosaic's documented chunk/shard size
+REQUIRES = {  # what each system's rows import
+    "aioloader": (),
+    "webdataset": ("webdataset", "torch", "boto3"),
+    "litdata": ("litdata", "torch"),
+    "mosaic": ("streaming", "torch", "boto3"),
+}
 
 
 def label_of(i: int) -> int:
-    """The class label of sample ``i``."""
     return (i * 7919) % 1000
 
 
@@ -66,18 +70,28 @@ def preprocess(jpeg: bytes) -> np.ndarray:
     from PIL import Image
 
     with Image.open(io.BytesIO(jpeg)) as image:
-        rgb = image.convert("RGB").resize((SIZE, SIZE), Image.Resampling.BILINEAR)
+        rgb = image.convert("RGB").resize((224, 224), Image.Resampling.BILINEAR)
     pixels = (np.asarray(rgb, dtype=np.float32) - MEAN) / STD
     return np.ascontiguousarray(pixels.transpose(2, 0, 1))
 
 
 def collate(images: Sequence[np.ndarray], labels: Sequence[int], ids: Sequence[int]) -> dict:
-    """One batch as numpy arrays: ``image`` (B, 3, 224, 224), ``label`` and ``id`` (B,)."""
+    """One batch: ``image`` (B, 3, 224, 224), ``label`` and ``id`` (B,)."""
     return {
         "image": np.stack(images),
         "label": np.asarray(labels, dtype=np.int64),
         "id": np.asarray(ids, dtype=np.int64),
     }
+
+
+def work(jpeg: Any, label: Any, ident: Any) -> tuple[Any, int, int]:
+    """``preprocess`` as the adapters call it; ``collate_items`` batches its items."""
+    return preprocess(bytes(jpeg)), int(label), int(ident)
+
+
+def collate_items(items: list[tuple[Any, int, int]]) -> dict[str, Any]:
+    images, labels, ids = zip(*items, strict=True)
+    return collate(images, labels, ids)
 
 
 def exactly_once(ids: Iterable[int], count: int) -> str:
@@ -91,27 +105,25 @@ def exactly_once(ids: Iterable[int], count: int) -> str:
     return f"NO: {missing} missing, {repeated} repeated, {foreign} unknown"
 
 
-# -- the cache directory ----------------------------------------------------------------
+# -- files: written once into a folder named by the size and the seed ----------------------
 def cache_dir(images: int, seed: int) -> Path:
-    """Where the images and the shard formats of this size and seed live."""
     return Path(tempfile.gettempdir()) / f"aioloader-w6-v1-{images}-{seed}"
 
 
 def generate(root: Path, images: int, seed: int) -> Path:
-    """Write ``images`` JPEGs and their labels under ``root/jpeg`` (once); returns the folder."""
+    """``images`` JPEGs and ``done.json`` in ``root/jpeg``; returns that folder."""
     folder = root / "jpeg"
-    done = folder / "done.json"
-    if done.exists():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    sizes = []
-    for i in range(images):
-        data = make_jpeg(i, seed)
-        if not MIN_BYTES <= len(data) <= MAX_BYTES:
-            raise AssertionError(f"image {i} has {len(data)} bytes, outside 40-100 KB")
-        (folder / f"{i:06d}.jpg").write_bytes(data)
-        sizes.append(len(data))
-    done.write_text(json.dumps({"images": images, "seed": seed, "bytes": sum(sizes)}))
+    if not (folder / "done.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        total = 0
+        for i in range(images):
+            data = make_jpeg(i, seed)
+            if not MIN_BYTES <= len(data) <= MAX_BYTES:
+                raise AssertionError(f"image {i} has {len(data)} bytes, outside 40-100 KB")
+            (folder / f"{i:06d}.jpg").write_bytes(data)
+            total += len(data)
+        done = {"images": images, "seed": seed, "bytes": total}
+        (folder / "done.json").write_text(json.dumps(done))
     return folder
 
 
@@ -120,32 +132,39 @@ def read_jpeg(folder: Path, i: int) -> bytes:
 
 
 def dataset_bytes(folder: Path) -> int:
-    """Total JPEG bytes of the generated set."""
     return int(json.loads((folder / "done.json").read_text())["bytes"])
 
 
-def _fresh(path: Path) -> bool:
-    """True when ``path`` still has to be written (a half-written one is emptied)."""
-    if (path / ".done").exists():
-        return False
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return True
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def write_webdataset(
-    folder: Path, images: int, out: Path, per_shard: int = WDS_SAMPLES_PER_SHARD
-) -> list[Path]:
-    """WebDataset ``ShardWriter`` shards of ``per_shard`` samples: ``jpg``, ``cls``, ``id``."""
-    if _fresh(out):
+def _once(out: Path, write: Callable[[], Any]) -> None:
+    """``write()`` into ``out`` unless it did before (a half-written ``out`` is emptied)."""
+    if not (out / ".done").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        write()
+        (out / ".done").touch()
+
+
+def _samples(folder: Path, images: int) -> Iterable[dict[str, Any]]:
+    return ({"jpg": read_jpeg(folder, i), "label": label_of(i), "id": i} for i in range(images))
+
+
+def write_webdataset(folder: Path, images: int, out: Path, per_shard: int = 256) -> list[Path]:
+    """WebDataset ``ShardWriter`` tars of ``per_shard`` samples: ``jpg``, ``cls``, ``id``."""
+
+    def write() -> None:
         import webdataset as wds
 
-        pattern = str(out / "shard-%06d.tar")
-        with wds.ShardWriter(pattern, maxcount=per_shard, verbose=0) as writer:
-            for i in range(images):
-                jpeg = read_jpeg(folder, i)
-                writer.write({"__key__": f"{i:06d}", "jpg": jpeg, "cls": label_of(i), "id": i})
-        (out / ".done").touch()
+        with wds.ShardWriter(str(out / "shard-%06d.tar"), maxcount=per_shard, verbose=0) as tars:
+            for s in _samples(folder, images):
+                tars.write(
+                    {"__key__": f"{s['id']:06d}", "jpg": s["jpg"], "cls": s["label"], "id": s["id"]}
+                )
+
+    _once(out, write)
     return sorted(out.glob("shard-*.tar"))
 
 
@@ -154,47 +173,50 @@ def _litdata_item(args: tuple[str, int]) -> dict[str, Any]:
     return {"id": i, "label": label_of(i), "jpg": read_jpeg(Path(folder), i)}
 
 
-def write_litdata(folder: Path, images: int, out: Path, chunk_bytes: int | str = "64MB") -> None:
-    """LitData ``optimize`` chunks of ``chunk_bytes``, in input order (one writer)."""
-    if _fresh(out):
+def write_formats(
+    folder: Path, images: int, out: Path, per_shard: int, chunks: tuple[Any, int], peers: bool
+) -> dict[str, Path]:
+    """The JPEGs' ``folder`` and, under ``out``: ``tar`` (``per_shard`` samples a shard) and,
+    with ``peers`` installed, ``litdata`` (``optimize``) and ``mds`` (``MDSWriter``) in
+    ``chunks`` of (LitData's, Mosaic's) size."""
+    write_webdataset(folder, images, out / "tar", per_shard)
+    formats = {"jpeg": folder, "tar": out / "tar"}
+    if peers and not missing(("litdata",)):
         import litdata
 
-        litdata.optimize(
-            fn=_litdata_item,
-            inputs=[(str(folder), i) for i in range(images)],
-            output_dir=str(out),
-            chunk_bytes=chunk_bytes,
-            num_workers=1,
-            mode="overwrite",
+        inputs = [(str(folder), i) for i in range(images)]
+        settings = {"chunk_bytes": chunks[0], "num_workers": 1, "mode": "overwrite"}
+        formats["litdata"] = out / "litdata"
+        _once(
+            out / "litdata",
+            lambda: litdata.optimize(_litdata_item, inputs, str(out / "litdata"), **settings),
         )
-        (out / ".done").touch()
-
-
-def write_mosaic(folder: Path, images: int, out: Path, chunk_bytes: int = CHUNK_BYTES) -> None:
-    """Mosaic ``MDSWriter`` shards of ``chunk_bytes`` (its default limit), no compression."""
-    if _fresh(out):
+    if peers and not missing(("streaming",)):
         from systems import mosaic
 
-        samples = (
-            {"jpg": read_jpeg(folder, i), "label": label_of(i), "id": i} for i in range(images)
-        )
-        mosaic.write(out, samples, chunk_bytes)
-        (out / ".done").touch()
+        formats["mds"] = out / "mds"
+        _once(out / "mds", lambda: mosaic.write(out / "mds", _samples(folder, images), chunks[1]))
+    return formats
 
 
-def folder_bytes(path: Path) -> int:
-    """Bytes of the files under ``path`` (0 when it does not exist)."""
-    if not path.exists():
-        return 0
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+# -- what both workloads' rows share ---------------------------------------------------------
+def case(workload: str, name: str, spec: dict[str, Any], note: str, metric: str) -> Case:
+    """A row's ``Case``, its ``error`` saying what is not installed (``measure`` comes later)."""
+    absent = missing(REQUIRES[spec["system"]])
+    error = f"not installed: {', '.join(absent)}" if absent else None
+    return Case(workload, name, metric, lambda: 0.0, group=spec["system"], note=note, error=error)
 
 
-def work(jpeg: Any, label: Any, ident: Any) -> tuple[Any, int, int]:
-    """The per-sample work of W6 and W8: ``preprocess`` the JPEG, keep label and id."""
-    return preprocess(bytes(jpeg)), int(label), int(ident)
+def peer_loader(spec: dict[str, Any], cache: Path, cache_bytes: int | None = None) -> Any:
+    """LitData's or Mosaic's ``StreamingDataLoader`` of the row (local cache of ``cache_bytes``)."""
+    from systems import litdata, mosaic
+
+    system = litdata if spec["system"] == "litdata" else mosaic
+    return system.loader(spec, cache, work, collate_items, cache_bytes)
 
 
-def collate_items(items: list[tuple[Any, int, int]]) -> dict[str, Any]:
-    """``collate`` of ``work``'s items."""
-    images, labels, ids = zip(*items, strict=True)
-    return collate(images, labels, ids)
+def cache_statistics(shards: Any) -> dict[str, int]:
+    """The counters of aioloader's ``KnownFutureCache`` on ``shards``."""
+    return {
+        k: v for k, v in dataclasses.asdict(shards.cache.statistics()).items() if isinstance(v, int)
+    }

@@ -1,8 +1,8 @@
 """W6: ImageNet-like JPEGs from object storage against LitData, MosaicML Streaming, WebDataset.
 
-W6's data (``w6_data``) in each system's own format on SeaweedFS, read through the +20 ms
-relay and directly; every row runs in a fresh child process (``w6_systems``) per round.
-docs/benchmarks.md (W6) gives the rows, the measures and how to install the peers.
+``w6_data``'s JPEGs in each system's own format on SeaweedFS, read through the +20 ms relay
+and directly. Each row runs once a round in a fresh child process (``run``: ``python
+benchmarks/workloads/w6_object_storage.py SPEC_JSON``). docs/benchmarks.md (W6) says more.
 """
 
 from __future__ import annotations
@@ -12,22 +12,53 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import harness
-from harness import Case
-from storage import Relay, Rig, missing, start
-from systems.s3spec import peer_env
-
-from workloads import w6_data
-
 HERE = Path(__file__).resolve().parent
-CHILD_TIMEOUT = 600.0
+for _path in (HERE.parent, HERE.parents[1]):  # harness, systems, workloads; tests._support
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+import harness  # noqa: E402
+import numpy as np  # noqa: E402
+from harness import Case  # noqa: E402
+from storage import Relay, start  # noqa: E402
+from systems import aioloader as aioloader_system  # noqa: E402
+from systems import webdataset  # noqa: E402
+from systems.s3spec import peer_env  # noqa: E402
+
+from workloads import w6_data  # noqa: E402
+
+NAME = "W6"
+OPT_IN = True  # minutes; LitData and Mosaic installed by hand
+TITLE = (
+    "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
+    "batch 64; cold epoch"
+)
+NOTES = [
+    "Each row runs in a fresh process per round with empty local caches: one cold epoch "
+    "(loader construction included), then a fresh loader resumed at 75% of the epoch. "
+    "Ratios: against WebDataset with 2 workers on the same path. Requests and bytes are "
+    "counted by the relay (+20 ms rows only); S3 CPU is SeaweedFS's utime + stime over the "
+    "epoch. Sample 17's tensor equals preprocess() of its JPEG in every row and round. "
+    "WebDataset has no resume: its row rebuilds the pipeline and skips 75% of each worker's "
+    "samples before decoding (still downloading them), in a different order.",
+]
+PROBE = 17  # the sample whose tensor every system must produce bit for bit
+PEER_NOTES = {
+    "webdataset": "WebDataset(shardshuffle).shuffle(1000).map.batched(64), torch DataLoader, "
+    "presigned URLs",
+    "litdata": "StreamingDataset(shuffle=True, transform) + StreamingDataLoader",
+    "mosaic": "StreamingDataset subclass + StreamingDataLoader, worker_init_fn drops the "
+    "inherited boto3 client",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,183 +71,86 @@ class W6Config:
     direct: bool = True  # also read without the relay
 
 
-@dataclasses.dataclass
-class Row:
-    """One configuration of one system: what the child gets, plus the path it reads."""
-
-    name: str
-    group: str
-    path: str  # "+20 ms" or "direct"
-    spec: dict[str, Any]
-    note: str
-    requires: tuple[str, ...] = ()
-
-
-# -- cases ------------------------------------------------------------------------------
-def prepare(cfg: W6Config, log: Callable[[str], None]) -> dict[str, Path]:
-    """Generate (or reuse) the images and every format; returns their folders."""
-    root = w6_data.cache_dir(cfg.images, cfg.seed)
-    log(f"  W6: images and formats under {root} (generated once)")
-    folder = w6_data.generate(root, cfg.images, cfg.seed)
-    w6_data.write_webdataset(folder, cfg.images, root / "wds")
-    formats = {"jpeg": folder, "wds": root / "wds"}
-    if not missing(("litdata",)):
-        w6_data.write_litdata(folder, cfg.images, root / "litdata")
-        formats["litdata"] = root / "litdata"
-    if not missing(("streaming",)):
-        w6_data.write_mosaic(folder, cfg.images, root / "mds")
-        formats["mds"] = root / "mds"
-    return formats
-
-
-def rows(cfg: W6Config, keys: list[str], index_dir: str, dataset_bytes: int) -> list[Row]:
-    """Every configuration, on the +20 ms path and (fewer) directly."""
-    common = {"images": cfg.images, "batch": cfg.batch, "seed": cfg.seed}
+def rows(cfg: W6Config, relayed: bool, keys: list[str], index: str, size: int) -> list[tuple]:
+    """``(name, spec)`` of every row on the +20 ms path (``relayed``), or the direct one."""
     w, r = cfg.workers, cfg.inflight
-    out: list[Row] = []
-    paths = ["+20 ms", "direct"] if cfg.direct else ["+20 ms"]
-    for path in paths:
-        out.append(
-            Row(
-                f"{path}: WebDataset, {w} workers",
-                "webdataset",
-                path,
-                {**common, "system": "webdataset", "workers": w, "keys": keys},
-                "WebDataset(shardshuffle).shuffle(1000).map.batched(64), torch DataLoader, "
-                "presigned URLs through curl",
-                ("webdataset", "torch"),
-            )
-        )
-        out.append(
-            Row(
-                f"{path}: LitData, {w} workers",
-                "litdata",
-                path,
-                {**common, "system": "litdata", "workers": w, "prefix": "litdata"},
-                "StreamingDataset(shuffle=True, transform) + StreamingDataLoader",
-                ("litdata", "torch"),
-            )
-        )
-        out.append(
-            Row(
-                f"{path}: MosaicML Streaming, {w} workers",
-                "mosaic",
-                path,
-                {**common, "system": "mosaic", "workers": w, "prefix": "mds"},
-                "StreamingDataset subclass + StreamingDataLoader, worker_init_fn drops the "
-                "inherited boto3 client",
-                ("streaming", "torch", "boto3"),
-            )
-        )
-        aio = {**common, "system": "aioloader", "workers": w, "inflight": r, "keys": keys}
-        out.append(
-            Row(
-                f"{path}: aioloader TarShards, global shuffle, {w} threads, {r} reads in flight",
-                "aioloader",
-                path,
-                {**aio, "index_dir": index_dir},
-                "TarShards (prebuilt index) + ShuffledSampler, DataLoader(workers=2), uvloop",
-            )
-        )
-        cached = {"cache_fraction": 0.25, "dataset_bytes": dataset_bytes}
-        block = {"sampler": "block", "window": 4}
-        cache_note = (
-            "KnownFutureCache(max_bytes=25% of the data): the loader plans it; shards the "
-            "horizon needs whole are read with one GET each"
-        )
-        if path == "+20 ms":
-            out.append(
-                Row(
-                    f"{path}: aioloader TarShards, index built on the fly",
-                    "aioloader",
-                    path,
-                    {**aio, "index_dir": None},
-                    "as above, no saved index: every run reads the tar headers first",
-                )
-            )
-            out.append(
-                Row(
-                    f"{path}: aioloader global shuffle + known-future cache (25%)",
-                    "aioloader",
-                    path,
-                    {**aio, "index_dir": index_dir, **cached},
-                    cache_note,
-                )
-            )
-        out.append(
-            Row(
-                f"{path}: aioloader TarShards, block shuffle (window 4 shards)",
-                "aioloader",
-                path,
-                {**aio, "index_dir": index_dir, **block},
-                "BlockShuffledSampler(window=4): reads of a batch coalesce into ranged GETs",
-            )
-        )
-        if path == "+20 ms":
-            out.append(
-                Row(
-                    f"{path}: aioloader block shuffle + known-future cache (25%)",
-                    "aioloader",
-                    path,
-                    {**aio, "index_dir": index_dir, **block, **cached},
-                    cache_note,
-                )
-            )
-            out.append(
-                Row(
-                    f"{path}: aioloader block shuffle + cache, index built on the fly",
-                    "aioloader",
-                    path,
-                    {**aio, "index_dir": None, **block, **cached},
-                    "no saved index: each shard is indexed from one streamed GET whose samples "
-                    "go to the cache",
-                )
-            )
-    return out
+    aio = {"system": "aioloader", "inflight": r, "keys": keys, "index_dir": index}
+    fly, block = {**aio, "index_dir": None}, {"sampler": "block", "window": 4}
+    cached = {"cache_fraction": 0.25, "dataset_bytes": size}
+    out = [
+        (f"WebDataset, {w} workers", {"system": "webdataset", "keys": keys}),
+        (f"LitData, {w} workers", {"system": "litdata", "prefix": "litdata"}),
+        (f"MosaicML Streaming, {w} workers", {"system": "mosaic", "prefix": "mds"}),
+        (f"aioloader TarShards, global shuffle, {w} threads, {r} reads in flight", aio),
+        ("aioloader TarShards, index built on the fly", fly),
+        ("aioloader global shuffle + known-future cache (25%)", {**aio, **cached}),
+        ("aioloader TarShards, block shuffle (window 4 shards)", {**aio, **block}),
+        ("aioloader block shuffle + known-future cache (25%)", {**aio, **block, **cached}),
+        ("aioloader block shuffle + cache, index built on the fly", {**fly, **block, **cached}),
+    ]
+    # read directly: the peers, and aioloader's two shuffles with a saved index and no cache
+    return out if relayed else [out[i] for i in (0, 1, 2, 3, 6)]
+
+
+def note(spec: dict[str, Any]) -> str:
+    if spec["system"] != "aioloader":
+        return PEER_NOTES[spec["system"]]
+    index = "prebuilt index" if spec["index_dir"] else "index built on the fly"
+    sampler = "BlockShuffledSampler(window=4)" if spec.get("sampler") else "ShuffledSampler"
+    cache = " + KnownFutureCache(25% of the data)" if spec.get("cache_fraction") else ""
+    return f"TarShards ({index}) + {sampler}{cache}, DataLoader(workers=2), uvloop"
 
 
 def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
     """Prepare the data, start the server and the relay (stopped by ``stack``), build rows."""
-    formats = prepare(cfg, log)
+    root = w6_data.cache_dir(cfg.images, cfg.seed)
+    log(f"  W6: images and formats under {root} (generated once)")
+    folder = w6_data.generate(root, cfg.images, cfg.seed)
+    formats = w6_data.write_formats(folder, cfg.images, root, 256, ("64MB", 64 * 2**20), True)
     others = {k: formats[k] for k in ("litdata", "mds") if k in formats}
-    rig = start(stack, "w6-bench", ("wds", formats["wds"]), others)
+    rig = start(stack, "w6-bench", ("wds", formats["tar"]), others)
     log(f"  W6: uploaded {len(rig.keys)} WebDataset shards and the peers' formats")
-    probe = w6_data.preprocess(w6_data.read_jpeg(formats["jpeg"], 17))
+    probe = w6_data.preprocess(w6_data.read_jpeg(folder, PROBE))
     reference = hashlib.sha256(probe.tobytes()).hexdigest()
-    dataset_bytes = w6_data.dataset_bytes(formats["jpeg"])
+    common = {
+        **{k: getattr(cfg, k) for k in ("images", "batch", "seed", "workers")},
+        "scratch": str(Path(tempfile.gettempdir()) / f"aioloader-w6-run-{os.getpid()}"),
+    }
+    size = w6_data.dataset_bytes(folder)
     out = []
-    for row in rows(cfg, rig.keys, rig.index_dir, dataset_bytes):
-        relayed = row.path == "+20 ms"
-        spec = {**row.spec, **rig.spec(rig.relay.endpoint if relayed else rig.info.endpoint)}
-        spec["scratch"] = str(Path(tempfile.gettempdir()) / f"aioloader-w6-run-{os.getpid()}")
-        case = Case(
-            workload="W6",
-            system=row.name,
-            metric="images/s",
-            measure=lambda: 0.0,
-            baseline=row.name == "+20 ms: WebDataset, 2 workers",
-            group=row.group,
-            note=row.note,
-            compare_to=f"{row.path}: WebDataset, {cfg.workers} workers",
-        )
-        case.facts["shards"] = len(rig.keys)
-        absent = missing(row.requires)
-        if absent:
-            case.error = f"not installed: {', '.join(absent)}"
-        else:
-            case.measure = _measure(case, spec, rig, relayed, reference, cfg.images)
-        out.append(case)
+    for path in ("+20 ms", "direct") if cfg.direct else ("+20 ms",):
+        relay = rig.relay if path == "+20 ms" else None
+        reach = rig.spec(relay.endpoint if relay else rig.info.endpoint)
+        for name, row in rows(cfg, relay is not None, rig.keys, rig.index_dir, size):
+            spec = {**common, **row, **reach}
+            case = w6_data.case("W6", f"{path}: {name}", spec, note(spec), "images/s")
+            case.compare_to = f"{path}: WebDataset, {cfg.workers} workers"
+            case.baseline = case.system == "+20 ms: WebDataset, 2 workers"
+            case.facts["shards"] = len(rig.keys)
+            if case.error is None:
+                case.measure = _measure(case, spec, relay, rig.weed_pid, reference)
+            out.append(case)
     return out
 
 
 def _measure(
-    case: Case, spec: dict[str, Any], rig: Rig, relayed: bool, reference: str, images: int
+    case: Case, spec: dict[str, Any], relay: Relay | None, weed_pid: int, reference: str
 ) -> Callable[[], float]:
-    relay = rig.relay if relayed else None
+    images = spec["images"]
     runs: dict[str, list[Any]] = {}
 
     def measure() -> float:
-        result, counted = run_child(spec, relay, rig.weed_pid)
+        marks: dict[str, dict[str, float]] = {}  # the relay's and the server's counters
+
+        def on_mark(name: str) -> None:
+            counters = relay.counters() if relay else {}
+            marks[name] = {"cpu": harness.cpu_seconds(weed_pid), **counters}
+
+        command = [sys.executable, str(HERE / "w6_object_storage.py"), json.dumps(spec)]
+        result, _, code = harness.run_child(command, peer_env(spec), HERE.parents[1], 600, on_mark)
+        if result is None or set(marks) != {"start", "epoch"}:
+            raise RuntimeError(f"the {spec['system']} child ended with code {code}")
+        counted = {k: marks["epoch"][k] - marks["start"][k] for k in marks["epoch"]}
         if result["probe"] != reference:
             raise AssertionError(
                 f"sample 17's tensor differs from preprocess() of its JPEG "
@@ -233,7 +167,7 @@ def _measure(
         if relay is not None:
             values["requests/epoch"] = counted["requests"]
             values["MB fetched/epoch"] = counted["bytes_to_client"] / 1e6
-        for key, value in values.items():
+        for key, value in values.items():  # each fact: the median over the rounds
             runs.setdefault(key, []).append(value)
             median = statistics.median(runs[key])
             case.facts[key] = round(median) if key == "requests/epoch" else median
@@ -243,9 +177,8 @@ def _measure(
         case.facts["resume"] = result["resume_how"]
         if "cache" in result:
             c = result["cache"]
-            looked = c["hits"] + c["misses"]
             case.facts["cache"] = (
-                f"hit rate {c['hits'] / looked:.0%}, {c['requests']} GETs, "
+                f"hit rate {c['hits'] / (c['hits'] + c['misses']):.0%}, {c['requests']} GETs, "
                 f"peak {c['peak_bytes'] / 1e6:.0f} of {c['max_bytes'] / 1e6:.0f} MB"
             )
         return images / result["seconds"]
@@ -253,134 +186,62 @@ def _measure(
     return measure
 
 
-def run_child(
-    spec: dict[str, Any], relay: Relay | None, weed_pid: int
-) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run one row in a fresh process; returns its result and the counters around its epoch."""
-    marks: dict[str, dict[str, float]] = {}
-
-    def on_mark(name: str) -> None:
-        marks[name] = {"cpu": harness.cpu_seconds(weed_pid), **(relay.counters() if relay else {})}
-
-    command = [sys.executable, str(HERE / "w6_systems.py"), json.dumps(spec)]
-    result, _, code = harness.run_child(
-        command, peer_env(spec), HERE.parents[1], CHILD_TIMEOUT, on_mark
-    )
-    if result is None or set(marks) != {"start", "epoch"}:
-        raise RuntimeError(f"the {spec['system']} child ended with code {code}")
-    start, end = marks["start"], marks["epoch"]
-    return result, {k: end[k] - start[k] for k in end}
-
-
-# -- targets ----------------------------------------------------------------------------
 def targets(cases: list[Case]) -> list[dict[str, Any]]:
     """The issue's targets, on the +20 ms rows, against the best peer of each measure."""
     mine = [c for c in cases if c.workload == "W6" and c.values and c.system.startswith("+20")]
-    peers = [c for c in mine if c.group in ("webdataset", "litdata", "mosaic")]
-    ours = {c.system: c for c in mine if c.group == "aioloader"}
-    if not peers or not ours:
+    peers = [c for c in mine if c.group != "aioloader"]
+    if not peers or len(peers) == len(mine):
         return []
 
     def median(c: Case) -> float:
         return float(statistics.median(c.values))
 
-    def pick(word: str) -> Case | None:
-        """The fastest of our rows in a mode ("global shuffle" or "block shuffle")."""
-        found = [c for name, c in ours.items() if word in name]
-        return max(found, key=median) if found else None
+    def fastest(mode: str) -> Case | None:
+        ours = [c for c in mine if c.group == "aioloader" and f"{mode} shuffle" in c.system]
+        return max(ours, key=median, default=None)
 
     best = max(peers, key=median)
     out = []
-    for label, case, bound in (
-        ("block shuffle", pick("block shuffle"), 1.2),
-        ("global shuffle", pick("global shuffle"), 1.0),
-    ):
+    for mode, bound in (("block", 1.2), ("global", 1.0)):
+        case, text = fastest(mode), f"W6: {mode} shuffle images/s >= {bound}x best peer"
         if case is None:
-            out.append(
-                {
-                    "target": f"W6: {label} images/s >= {bound}x best peer",
-                    "measured": "n/a (row missing)",
-                    "met": None,
-                }
-            )
+            out.append(harness.fact_target(text, "n/a (row missing)", None))
             continue
         value = median(case) / median(best)
-        out.append(
-            {
-                "target": f"W6: {label} images/s >= {bound}x best peer",
-                "measured": f"{value:.2f}x ({median(case):,.0f} vs {best.system} "
-                f"{median(best):,.0f})",
-                "met": value >= bound,
-            }
-        )
-    global_row = pick("global shuffle")
-    block_row = pick("block shuffle")
+        measured = f"{value:.2f}x ({median(case):,.0f} vs {best.system} {median(best):,.0f})"
+        out.append(harness.fact_target(text, measured, value >= bound))
+    block = fastest("block")
+    ours = [c for c in (fastest("global"), block) if c is not None]
     for fact, bound, label in (
-        ("first batch s", 0.6, "first batch <= 0.6x best peer"),
-        ("first batch after resume at 75% s", 0.4, "first batch after resume <= 0.4x best peer"),
-    ):
-        # a resume is compared with the peers that have one (WebDataset replays)
-        pool = [c for c in peers if c.group != "webdataset"] if "resume" in fact else peers
-        if not pool:
-            continue
-        best_peer = min(pool, key=lambda c: c.facts.get(fact, float("inf")))
-        for case in (global_row, block_row):
-            if case is None or fact not in case.facts:
-                continue
-            value = case.facts[fact] / best_peer.facts[fact]
-            out.append(
-                {
-                    "target": f"W6: {case.system.split(': ', 1)[1]}: {label}",
-                    "measured": f"{value:.2f}x ({case.facts[fact]:.2f} s vs {best_peer.system} "
-                    f"{best_peer.facts[fact]:.2f} s)",
-                    "met": value <= bound,
-                }
+        ("first batch s", 0.6, "first batch"),
+        ("first batch after resume at 75% s", 0.4, "first batch after resume"),
+    ):  # a resume is compared with the peers that have one (WebDataset replays)
+        pool = [c for c in peers if "resume" not in fact or c.group != "webdataset"]
+        peer = min(pool, key=lambda c: c.facts.get(fact, float("inf")), default=None)
+        for case in [c for c in ours if peer and fact in c.facts]:
+            ours_s, theirs_s = case.facts[fact], peer.facts[fact]
+            text = f"W6: {case.system.split(': ', 1)[1]}: {label} <= {bound}x best peer"
+            measured = (
+                f"{ours_s / theirs_s:.2f}x ({ours_s:.2f} s vs {peer.system} {theirs_s:.2f} s)"
             )
-    requests_peer = min(peers, key=lambda c: c.facts.get("requests/epoch", float("inf")))
-    for case in (global_row, block_row):
-        if case is None:
-            continue
+            out.append(harness.fact_target(text, measured, ours_s / theirs_s <= bound))
+    fewest = min(peers, key=lambda c: c.facts.get("requests/epoch", float("inf")))
+    for case in ours:
         cpu = case.facts.get("S3 CPU-s per 1k images")
-        out.append(
-            {
-                "target": f"W6: {case.system.split(': ', 1)[1]}: S3 CPU <= 0.15 s per 1k images",
-                "measured": f"{cpu:.3f} s" if cpu is not None else "n/a",
-                "met": None if cpu is None else cpu <= 0.15,
-            }
-        )
-        if case is block_row:
-            n = case.facts.get("requests/epoch")
-            shards = case.facts.get("shards")
-            out.append(
-                {
-                    "target": "W6: block shuffle requests/epoch <= 1.5x the number of shards",
-                    "measured": f"{n} requests for {shards} shards"
-                    + (f" ({n / shards:.2f}x)" if n and shards else "")
-                    + f"; fewest of the peers: {requests_peer.system} "
-                    f"{requests_peer.facts.get('requests/epoch')}",
-                    "met": None if n is None or not shards else n <= 1.5 * shards,
-                }
+        text = f"W6: {case.system.split(': ', 1)[1]}: S3 CPU <= 0.15 s per 1k images"
+        measured = "n/a" if cpu is None else f"{cpu:.3f} s"
+        out.append(harness.fact_target(text, measured, None if cpu is None else cpu <= 0.15))
+        if case is block:
+            n, shards = case.facts.get("requests/epoch"), case.facts.get("shards")
+            measured = f"{n} requests for {shards} shards"
+            measured += f" ({n / shards:.2f}x)" if n and shards else ""
+            measured += (
+                f"; fewest of the peers: {fewest.system} {fewest.facts.get('requests/epoch')}"
             )
+            met = None if n is None or not shards else n <= 1.5 * shards
+            text = "W6: block shuffle requests/epoch <= 1.5x the number of shards"
+            out.append(harness.fact_target(text, measured, met))
     return out
-
-
-# -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W6"
-OPT_IN = True  # minutes; LitData and Mosaic installed by hand
-TITLE = (
-    "4,096 JPEGs (40-100 KB) from SeaweedFS: Pillow decode, resize 224, normalise, "
-    "batch 64; cold epoch"
-)
-NOTES = [
-    "Each row runs in a fresh process per round with empty local caches: one cold epoch "
-    "(loader construction included), then a fresh loader resumed at 75% of the epoch. "
-    "Ratios: each row against WebDataset with 2 workers on the same path. Requests and "
-    "bytes are counted by the relay (+20 ms rows only); S3 CPU is the SeaweedFS "
-    "process's utime + stime over the epoch. Sample 17's tensor equals preprocess() of "
-    "its JPEG in every row (checked in every round, the warm-up included). WebDataset "
-    "has no resume: its row rebuilds the pipeline and skips 75% of each worker's samples "
-    "before decoding (still downloading them), in a different order.",
-]
 
 
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
@@ -390,3 +251,120 @@ def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any
     if not harness.can_run("W6", ("obstore", "PIL"), log, weed=True):
         return [], ["Left out: SeaweedFS (`weed`), Pillow or obstore is missing."]
     return cases(cfg, log, stack), NOTES + ([f"Quick run: {cfg}."] if quick else [])
+
+
+# -- the child: one row, once: a cold epoch, then a resume at 75% ------------------------------
+class Epoch:
+    """Takes batches: first-batch time, ids, the probe's digest, the loader's state at 75%."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.resume_step = spec["images"] // spec["batch"] * 3 // 4
+        self.started = time.perf_counter()
+        self.first: float | None = None
+        self.ids: list[int] = []
+        self.probe: str | None = None
+        self.state: Any = None
+        self.batches = 0
+
+    def take(self, batch: dict[str, Any], loader: Any = None) -> None:
+        if self.first is None:
+            self.first = time.perf_counter() - self.started
+        ids = [int(i) for i in batch["id"]]
+        self.ids.extend(ids)
+        self.batches += 1
+        if PROBE in ids:
+            image = np.ascontiguousarray(np.asarray(batch["image"][ids.index(PROBE)]))
+            self.probe = hashlib.sha256(image.tobytes()).hexdigest()
+        if loader is not None and self.batches == self.resume_step:
+            self.state = loader.state_dict()
+
+
+def aioloader_parts(spec: dict[str, Any]) -> tuple[Any, Any]:
+    """``(TarShards, DataLoader)`` of an aioloader row."""
+    cache = None
+    if spec.get("cache_fraction"):
+        from aioloader import KnownFutureCache
+
+        cache = KnownFutureCache(max_bytes=int(spec["dataset_bytes"] * spec["cache_fraction"]))
+    return aioloader_system.tar_loader(spec, w6_data.work, w6_data.collate_items, cache)
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    """The row ``spec``'s cold epoch and resume; the parent reads counters at the marks."""
+    system, scratch = spec["system"], Path(spec["scratch"])
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    steps = spec["images"] // spec["batch"]
+    result: dict[str, Any] = {}
+    harness.child_mark("start")
+    epoch = Epoch(spec)
+    if system == "webdataset":
+        for batch in webdataset.batches(spec, w6_data.work, w6_data.collate_items):
+            epoch.take(batch)
+    elif system in ("litdata", "mosaic"):
+        loader = w6_data.peer_loader(spec, scratch / "cache")
+        for batch in loader:
+            epoch.take(batch, loader)
+        del loader
+    else:
+
+        async def consume() -> None:
+            shards, loader = aioloader_parts(spec)
+            async with loader.stream(None, steps) as stream:  # moves the cursor: state_dict
+                async for batch in stream:
+                    epoch.take(batch, loader)
+            if shards.cache is not None:
+                result["cache"] = w6_data.cache_statistics(shards)
+
+        aioloader_system.run_async(consume)
+    seconds = time.perf_counter() - epoch.started
+    result["disk_bytes"] = w6_data.folder_bytes(scratch / "cache")
+    if spec.get("index_dir"):
+        result["disk_bytes"] += w6_data.folder_bytes(Path(spec["index_dir"]))
+    harness.child_mark("epoch")
+    shutil.rmtree(scratch / "cache", ignore_errors=True)
+    result.update(
+        seconds=seconds,
+        first_batch=epoch.first,
+        batches=epoch.batches,
+        exactly_once=w6_data.exactly_once(epoch.ids, spec["images"]),
+        probe=epoch.probe,
+    )
+    result["resume_first_batch"], result["resume_how"] = _resume(spec, epoch)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _resume(spec: dict[str, Any], epoch: Epoch) -> tuple[float, str]:
+    """Seconds to the first batch after resuming at 75%, and how the system resumes."""
+    system = spec["system"]
+    started = time.perf_counter()
+    if system == "webdataset":
+        skip = epoch.resume_step * spec["batch"]
+        batches = webdataset.batches(spec, w6_data.work, w6_data.collate_items, skip=skip)
+        how = "no resume: rebuilt, skipped 75% (downloaded)"
+    elif system in ("litdata", "mosaic"):
+        if epoch.state is None:
+            raise RuntimeError(f"{system}: no state_dict was taken at step {epoch.resume_step}")
+        batches = w6_data.peer_loader(spec, Path(spec["scratch"]) / "cache")
+        batches.load_state_dict(epoch.state)
+        how = "StreamingDataLoader.load_state_dict"
+    else:
+
+        async def first_batch() -> float:
+            _, loader = aioloader_parts(spec)
+            if epoch.state is None or epoch.state["next_step"] != epoch.resume_step:
+                raise RuntimeError(f"aioloader: the state taken is not at {epoch.resume_step}")
+            loader.load_state_dict(epoch.state)
+            async for _ in loader:
+                return time.perf_counter() - started
+            raise RuntimeError("aioloader gave no batch after resuming")
+
+        return aioloader_system.run_async(first_batch), "DataLoader.load_state_dict"
+    for _ in batches:
+        return time.perf_counter() - started, how
+    raise RuntimeError(f"{system} gave no batch after resuming")
+
+
+if __name__ == "__main__":
+    harness.child_main(run)

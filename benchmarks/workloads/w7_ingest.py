@@ -1,20 +1,12 @@
 """W7: web ingestion, 10,000 URLs of JPEGs to WebDataset shards: aioloader vs img2dataset.
 
-The image server (``tests/_support/image_server.py``, +50 ms, 2 % faults) on loopback, the
-same URL list and the same resize work for both systems, each run a fresh child process
-(``python benchmarks/workloads/w7_ingest.py child ...``) checked URL by URL against the
-server's fate table. docs/benchmarks.md (W7) gives the settings, sweeps and checks.
-
-img2dataset is found in the venv or, installed apart with ``pip install --no-deps --target
-DIR`` (docs/benchmarks.md, W7, lists what else goes in), through ``--peer-path DIR`` or
-``$AIOLOADER_BENCH_PEERS``, appended to ``sys.path`` here and in every child. Targets (issue
-22): aioloader in one process >= 1.5x img2dataset's best configuration (images/s); the
-two-process row is reported beside it, as information.
+docs/benchmarks.md (W7) gives the server, the settings, the checks and how to install
+img2dataset apart (``--peer-path DIR``). Each run is a fresh child process:
+``python benchmarks/workloads/w7_ingest.py child SYSTEM SPEC_JSON``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 import json
@@ -27,7 +19,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,17 +36,13 @@ harness.use_peer_paths()  # $AIOLOADER_BENCH_PEERS, set by run.py --peer-path (t
 
 SINGLE_PREFIX = "aioloader ingest, one process: "
 SPLIT_PREFIX = "aioloader ingest, split: "
-EXPECTED_REASON = {
-    "missing": "HTTP 404",
-    "unavailable": "HTTP 503",
-    "reset": "reset",
-    "stalled": "timeout",
-}
+REASONS = {"missing": "HTTP 404", "unavailable": "HTTP 503", "reset": "reset", "stalled": "timeout"}
+PIXEL_DIFF = "pixel |diff| vs img2dataset"
 
 
 @dataclasses.dataclass(frozen=True)
 class W7Config:
-    """Sizes and each system's settings."""
+    """Sizes and settings: ``i2d_*`` img2dataset's, the rest aioloader's."""
 
     urls: int = 10_000
     size: int = 256
@@ -70,50 +57,34 @@ class W7Config:
     checked_images: int = 100
 
 
-def available(log: Callable[[str], None]) -> bool:
-    """Whether W7 can run here: img2dataset, webdataset, aiohttp and Pillow."""
-    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no version check over the network
-    return harness.can_run("W7", ("aiohttp", "img2dataset", "PIL", "webdataset"), log)
-
-
-# -- the child processes ------------------------------------------------------------------
-def _child_aioloader(spec: dict[str, Any]) -> dict[str, Any]:
+# -- in the child process -------------------------------------------------------------------
+def _ingest(spec: dict[str, Any]) -> dict[str, Any]:
+    """aioloader's ``ingest`` of the URL list (its ``start:stop`` part) on uvloop."""
     import anyio
 
-    from aioloader.ingest import ImageOptions, IngestSummary, ingest
+    from aioloader.ingest import ImageOptions, ingest
     from aioloader.sources import HttpFetcher, RetryPolicy
 
-    image = ImageOptions(
-        size=spec["size"], resize_mode="center_crop", quality=spec["quality"], reduced_decode=False
-    )
+    image = ImageOptions(size=spec["size"], resize_mode="center_crop", quality=spec["quality"],
+                         reduced_decode=False)  # fmt: skip
 
-    async def run() -> IngestSummary:
-        async with HttpFetcher(
-            max_in_flight=spec["in_flight"],
-            max_per_host=spec["in_flight"],
-            connect_timeout=spec["timeout"],
-            read_timeout=spec["timeout"],
-            retry=RetryPolicy(max_attempts=1),
-            allow=["127.0.0.1"],
-        ) as fetcher:
-            return await ingest(
-                spec["url_file"],
-                spec["output"],
-                image=image,
-                fetcher=fetcher,
-                threads=spec["threads"],
-                shard_samples=spec["shard_samples"],
-                start=spec.get("start", 0),
-                stop=spec.get("stop"),
-            )
+    fetcher = HttpFetcher(max_in_flight=spec["in_flight"], max_per_host=spec["in_flight"],
+                          connect_timeout=spec["timeout"], read_timeout=spec["timeout"],
+                          retry=RetryPolicy(max_attempts=1), allow=["127.0.0.1"])  # fmt: skip
+
+    async def run() -> Any:
+        async with fetcher:
+            return await ingest(spec["url_file"], spec["output"], image=image, fetcher=fetcher,
+                                threads=spec["threads"], shard_samples=spec["shard_samples"],
+                                start=spec.get("start", 0), stop=spec.get("stop"))  # fmt: skip
 
     started = time.perf_counter()
     summary = anyio.run(run, backend="asyncio", backend_options={"use_uvloop": True})
     return {"seconds": time.perf_counter() - started, "ok": summary.ok}
 
 
-def _child_aioloader_processes(spec: dict[str, Any]) -> dict[str, Any]:
-    """The input cut in halves, one spawned process each, then ``merge_parts``."""
+def _ingest_split(spec: dict[str, Any]) -> dict[str, Any]:
+    """The list cut in equal parts, ``_ingest`` in a spawned process each, ``merge_parts``."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -122,281 +93,156 @@ def _child_aioloader_processes(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     count, processes = count_inputs(spec["url_file"]), int(spec["processes"])
     parts = [part_name(i) for i in range(processes)]
-    specs = [
-        {
-            **spec,
-            "output": os.path.join(spec["output"], parts[i]),
-            "start": count * i // processes,
-            "stop": count * (i + 1) // processes,
-        }
-        for i in range(processes)
-    ]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        list(pool.map(_child_aioloader, specs))
+    specs = [{**spec, "output": os.path.join(spec["output"], part), "start": count * i // processes,
+              "stop": count * (i + 1) // processes} for i, part in enumerate(parts)]  # fmt: skip
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_ingest, specs))
     merge_parts(spec["output"], parts, inputs=count)
     return {"seconds": time.perf_counter() - started}
 
 
-def child_main(argv: list[str]) -> None:
-    """``child <system> <spec json>``: run one ingestion, print its timing as JSON."""
-    system, spec = argv[0], json.loads(argv[1])
-    run = {
-        "img2dataset": img2dataset.ingest,
-        "aioloader": _child_aioloader,
-        "aioloader-processes": _child_aioloader_processes,
-    }[system]
-    result = run(spec)
-    print("W7RESULT " + json.dumps(result), flush=True)
-
-
-# -- reading the outputs back ---------------------------------------------------------------
+# -- in the parent: each system's runs, checked --------------------------------------------
 def _aioloader_outcome(folder: Path, urls: list[str]) -> tuple[dict[str, str], list[Path]]:
-    """URL -> "ok" or failure reason, and the shard paths, from the manifest.
-
-    Every input position a committed shard covers is a sample unless a failure record
-    names it (the manifest's exactly-once rule); the keys are the positions.
-    """
+    """URL -> "ok" or failure reason, and the shards: every position a committed shard
+    covers is a sample unless a failure record names it (the manifest's exactly-once rule)."""
     from aioloader.sinks import read_failures, read_manifest
 
     manifest = read_manifest(folder)
-    outcome: dict[str, str] = {}
-    for record in manifest.shards:
-        for position in range(record.first or 0, record.end or 0):
-            outcome[urls[position]] = "ok"
+    outcome = {urls[n]: "ok" for r in manifest.shards for n in range(r.first or 0, r.end or 0)}
     for failure in read_failures(folder):
-        url = urls[failure.position or 0]
-        if failure.reason == "status":
-            outcome[url] = failure.detail
-        elif failure.reason == "connection":
-            outcome[url] = "reset"
-        else:
-            outcome[url] = failure.reason
+        reason = {"status": failure.detail, "connection": "reset"}.get(failure.reason)
+        outcome[urls[failure.position or 0]] = reason or failure.reason
     return outcome, [folder / name for name in manifest.names]
 
 
-def _tar_samples(paths: list[Path]) -> list[dict[str, Any]]:
-    import anyio
-
-    from aioloader.sources import TarShards
-
-    with tempfile.TemporaryDirectory(prefix="w7-index-") as index_dir:
-        shards: TarShards[Any] = TarShards([str(p) for p in paths], index_dir=index_dir)
-
-        async def read() -> list[dict[str, Any]]:
-            return await shards.get_samples(range(len(shards)))
-
-        return anyio.run(read)
-
-
-def _expected(urls: list[str]) -> dict[str, str]:
-    from tests._support.image_server import fate
-
-    out = {}
-    for url in urls:
-        kind = fate(urlsplit(url).path)
-        out[url] = EXPECTED_REASON.get(kind, "ok")
-    return out
-
-
-def _count_webdataset(paths: list[Path]) -> int:
-    import webdataset as wds
-
-    dataset = wds.WebDataset([str(p) for p in paths], shardshuffle=False, empty_check=False)
-    return sum(1 for sample in dataset if "jpg" in sample)
-
-
-def _images(samples: list[dict[str, Any]], urls: set[str]) -> dict[str, Any]:
-    """URL -> decoded image (numpy) of the samples whose URL is in ``urls``."""
-    import numpy as np
-    from PIL import Image
-
-    out = {}
-    for sample in samples:
-        url = json.loads(sample["json"])["url"]
-        if url in urls:
-            out[url] = np.asarray(Image.open(io.BytesIO(sample["jpg"])).convert("RGB"))
-    return out
-
-
-# -- the two systems -------------------------------------------------------------------------
 class _System:
     """One system's runs: a child process per run, its output checked, its numbers kept."""
 
-    def __init__(
-        self, name: str, spec: dict[str, Any], workdir: Path, expected: dict[str, str]
-    ) -> None:
-        self.name = name
-        self.urls = list(expected)
-        self.spec = spec
-        self.workdir = workdir
-        self.expected = expected
+    def __init__(self, name: str, spec: dict[str, Any], expected: dict[str, str],
+                 against: _System | None = None) -> None:  # fmt: skip
+        self.name, self.spec, self.expected = name, spec, expected
+        self.against = against  # the system whose decoded images this one's are compared with
         self.runs = 0
         self.facts: dict[str, Any] = {}
         self.cpu: list[float] = []
         self.images: dict[str, Any] = {}
-        self.checked = False
 
     def measure(self) -> float:
-        output = self.workdir / f"{self.name}-{self.runs}"
+        output = Path(self.spec["workdir"]) / f"{self.name}-{self.runs}"
         self.runs += 1
-        spec = {**self.spec, "output": str(output)}
-        command = [sys.executable, str(HERE / "w7_ingest.py"), "child", self.name, json.dumps(spec)]
+        spec = json.dumps({**self.spec, "output": str(output)})
+        command = [sys.executable, str(HERE / "w7_ingest.py"), "child", self.name, spec]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=900, cwd=HERE.parents[1]
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                              cwd=HERE.parents[1])  # fmt: skip
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         lines = [x for x in done.stdout.splitlines() if x.startswith("W7RESULT ")]
         if done.returncode != 0 or not lines:
             raise RuntimeError(f"{self.name} failed ({done.returncode}): {done.stderr[-2000:]}")
         seconds = float(json.loads(lines[-1].split(" ", 1)[1])["seconds"])
         if self.name == "img2dataset":
-            outcome, paths = img2dataset.outcome(output)  # the merged manifest otherwise
+            outcome, paths = img2dataset.outcome(output)
         else:
-            outcome, paths = _aioloader_outcome(output, self.urls)
-        self._check(outcome)
-        successes = sum(v == "ok" for v in outcome.values())
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        self.cpu.append(cpu / max(1, successes))
-        self.facts["CPU ms/image"] = round(1e3 * statistics.median(self.cpu), 2)
-        if not self.checked:
-            self._read_back(paths, successes)
-        shutil.rmtree(output, ignore_errors=True)
-        return successes / seconds
-
-    def _check(self, outcome: dict[str, str]) -> None:
+            outcome, paths = _aioloader_outcome(output, list(self.expected))
         if outcome != self.expected:
             wrong = [
                 (u, outcome.get(u), e) for u, e in self.expected.items() if outcome.get(u) != e
             ]
-            raise AssertionError(
-                f"{self.name}: {len(wrong)} URLs differ from the server's fate table "
-                f"(url, got, expected): {wrong[:5]}"
-            )
+            raise AssertionError(f"{self.name}: {len(wrong)} URLs differ from the server's fate "
+                                 f"table (url, got, expected): {wrong[:5]}")  # fmt: skip
         counts = Counter(outcome.values())
-        self.facts["successes"] = counts.pop("ok", 0)
+        successes = self.facts["successes"] = counts.pop("ok", 0)
         self.facts["failures by reason"] = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        self.cpu.append(cpu / max(1, successes))
+        self.facts["CPU ms/image"] = round(1e3 * statistics.median(self.cpu), 2)
+        if self.runs == 1:
+            self._read_back(paths, successes)
+        if self.against and self.against.images and self.images and PIXEL_DIFF not in self.facts:
+            self.facts[PIXEL_DIFF] = _compare_images(self.images, self.against.images)
+        shutil.rmtree(output, ignore_errors=True)
+        return successes / seconds
 
     def _read_back(self, paths: list[Path], successes: int) -> None:
-        self.checked = True
-        with_webdataset = _count_webdataset(paths)
-        samples = _tar_samples(paths)
-        with_tarshards = len(samples)
-        if not with_webdataset == with_tarshards == successes:
+        """The first run's shards read by webdataset and by TarShards; some images decoded."""
+        import anyio
+        import numpy as np
+        import webdataset as wds
+        from PIL import Image
+
+        from aioloader.sources import TarShards
+
+        dataset = wds.WebDataset([str(p) for p in paths], shardshuffle=False, empty_check=False)
+        with_webdataset = sum(1 for sample in dataset if "jpg" in sample)
+        with tempfile.TemporaryDirectory(prefix="w7-index-") as index_dir:
+            shards: TarShards[Any] = TarShards([str(p) for p in paths], index_dir=index_dir)
+            samples = anyio.run(shards.get_samples, range(len(shards)))
+        if not with_webdataset == len(samples) == successes:
             raise AssertionError(
-                f"{self.name}: webdataset reads {with_webdataset} samples, TarShards "
-                f"{with_tarshards}, but {successes} succeeded"
+                f"{self.name}: webdataset reads {with_webdataset} samples, "
+                f"TarShards {len(samples)}, but {successes} succeeded"
             )
-        self.facts["webdataset / TarShards samples"] = f"{with_webdataset:,} / {with_tarshards:,}"
+        self.facts["webdataset / TarShards samples"] = f"{with_webdataset:,} / {len(samples):,}"
         ok = [url for url, outcome in self.expected.items() if outcome == "ok"]
-        step = max(1, len(ok) // int(self.spec["checked_images"]))
-        self.images = _images(samples, set(ok[::step]))
+        checked = set(ok[:: max(1, len(ok) // int(self.spec["checked_images"]))])
+        for sample in samples:
+            if (url := json.loads(sample["json"])["url"]) in checked:
+                image = Image.open(io.BytesIO(sample["jpg"])).convert("RGB")
+                self.images[url] = np.asarray(image)
         shapes = {image.shape for image in self.images.values()}
         if shapes != {(self.spec["size"], self.spec["size"], 3)}:
             raise AssertionError(f"{self.name}: decoded image shapes {shapes}")
 
 
-def _compare_images(a: _System, b: _System) -> str:
-    """Mean absolute pixel difference over URLs both systems' checked images share."""
+def _compare_images(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Mean absolute pixel difference over the URLs both systems' checked images share."""
     import numpy as np
 
-    common = sorted(set(a.images) & set(b.images))
-    if not common:
+    common = sorted(set(a) & set(b))
+    diffs = [float(np.abs(a[u].astype(np.int16) - b[u].astype(np.int16)).mean()) for u in common]
+    if not diffs:
         return "n/a"
-    diffs = [
-        float(np.abs(a.images[u].astype(np.int16) - b.images[u].astype(np.int16)).mean())
-        for u in common
-    ]
     return f"{statistics.mean(diffs):.2f} (max {max(diffs):.2f}, {len(common)} images)"
 
 
-def cases(cfg: W7Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
-    """Start the image server (stopped by ``stack``), write the URL list, build both rows."""
-    from tests._support.image_server import ImageServer, url_list
+def cases(cfg: W7Config, log: Any, stack: Any) -> list[Case]:
+    """Start the image server (stopped by ``stack``), write the URL list, build the rows."""
+    from tests._support.image_server import ImageServer, fate, url_list
 
     server = stack.enter_context(ImageServer())
     workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="w7-")))
     urls = url_list(server.base, cfg.urls)
-    url_file = workdir / "urls.txt"
-    url_file.write_text("\n".join(urls) + "\n", encoding="utf-8")
-    expected = _expected(urls)
-    log(f"  W7: {cfg.urls:,} URLs at {server.base}; {sum(v == 'ok' for v in expected.values()):,} "
-        "can succeed")  # fmt: skip
-    common = {
-        "url_file": str(url_file),
-        "size": cfg.size,
-        "quality": cfg.quality,
-        "timeout": cfg.timeout,
-        "shard_samples": cfg.shard_samples,
-        "checked_images": cfg.checked_images,
-    }
-    theirs = _System(
-        "img2dataset",
-        {**common, "processes": cfg.i2d_processes, "threads": cfg.i2d_threads},
-        workdir,
-        expected,
-    )
-    mine = _System(
-        "aioloader",
-        {**common, "in_flight": cfg.in_flight, "threads": cfg.threads},
-        workdir,
-        expected,
-    )
-    split = _System(
-        "aioloader-processes",
-        {**common, "in_flight": cfg.in_flight // 2, "threads": 1, "processes": cfg.processes},
-        workdir,
-        expected,
-    )
-    baseline_name = f"img2dataset 1.47.0: {cfg.i2d_processes} processes x {cfg.i2d_threads} threads"
-
-    def measuring(system: _System) -> Callable[[], float]:
-        def measure() -> float:
-            value = system.measure()
-            key = "pixel |diff| vs img2dataset"
-            if theirs.images and system.images and key not in system.facts:
-                system.facts[key] = _compare_images(system, theirs)
-            return value
-
-        return measure
-
+    (workdir / "urls.txt").write_text("\n".join(urls) + "\n", encoding="utf-8")
+    expected = {url: REASONS.get(fate(urlsplit(url).path), "ok") for url in urls}
+    can = sum(v == "ok" for v in expected.values())
+    log(f"  W7: {cfg.urls:,} URLs at {server.base}; {can:,} can succeed")
+    # The spec of every child: the settings (aioloader's unless overridden), the files.
+    common = {**dataclasses.asdict(cfg), "url_file": str(workdir / "urls.txt"),
+              "workdir": str(workdir)}  # fmt: skip
+    theirs = _System("img2dataset", {**common, "processes": cfg.i2d_processes,
+                                     "threads": cfg.i2d_threads}, expected)  # fmt: skip
+    mine = _System("aioloader", common, expected, theirs)
+    split_spec = {**common, "in_flight": cfg.in_flight // 2, "threads": 1}
+    split = _System("aioloader-processes", split_spec, expected, theirs)
+    rows = [
+        (theirs, f"img2dataset 1.47.0: {cfg.i2d_processes} processes x {cfg.i2d_threads} threads",
+         "download(..., output_format='webdataset', resize_mode='center_crop')"),
+        (mine, f"{SINGLE_PREFIX}{cfg.in_flight} in flight, {cfg.threads} threads",
+         "ingest(image=ImageOptions(256, 'center_crop', reduced_decode=False)), uvloop"),
+        (split, f"{SPLIT_PREFIX}{cfg.processes} processes x ({cfg.in_flight // 2} in flight, "
+         "1 thread), merge_parts",
+         "ingest(start=, stop=) per spawned process into part-0000i/, then merge_parts"),
+    ]  # fmt: skip
     return [
-        Case(
-            workload="W7",
-            system=baseline_name,
-            metric="images/s",
-            measure=theirs.measure,
-            baseline=True,
-            group="img2dataset",
-            note="download(..., output_format='webdataset', resize_mode='center_crop')",
-            facts=theirs.facts,
-        ),
-        Case(
-            workload="W7",
-            system=f"{SINGLE_PREFIX}{cfg.in_flight} in flight, {cfg.threads} threads",
-            metric="images/s",
-            measure=measuring(mine),
-            group="aioloader",
-            note="ingest(image=ImageOptions(256, 'center_crop', reduced_decode=False)), uvloop",
-            facts=mine.facts,
-        ),
-        Case(
-            workload="W7",
-            system=f"{SPLIT_PREFIX}{cfg.processes} processes x ({cfg.in_flight // 2} in "
-            "flight, 1 thread), merge_parts",
-            metric="images/s",
-            measure=measuring(split),
-            group="aioloader",
-            note="ingest(start=, stop=) per spawned process into part-0000i/, then merge_parts",
-            facts=split.facts,
-        ),
-    ]
+        Case(workload="W7", system=name, metric="images/s", measure=runs.measure,
+             baseline=runs is theirs, group="img2dataset" if runs is theirs else "aioloader",
+             note=note, facts=runs.facts)
+        for runs, name, note in rows
+    ]  # fmt: skip
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
 NAME = "W7"
-OPT_IN = True  # several minutes; img2dataset installed by hand
 TITLE = (
     "web ingestion: 10,000 JPEG URLs on loopback (+50 ms, 2 % faults) -> resize 256 "
     "center crop -> WebDataset shards"
@@ -409,14 +255,13 @@ NOTES = [
 ]
 
 
-def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
+def build(quick: bool, log: Any, stack: Any, args: Any) -> Any:
     """W7's cases and notes (left out, and said so, without img2dataset and the rest)."""
     cfg = W7Config(urls=400, checked_images=20) if quick else W7Config()
-    if not available(log):
-        return [], [
-            "Left out: img2dataset, webdataset, aiohttp or Pillow is missing (img2dataset "
-            "installed with pip --target DIR: --peer-path DIR)."
-        ]
+    os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no version check over the network
+    if not harness.can_run("W7", ("aiohttp", "img2dataset", "PIL", "webdataset"), log):
+        return [], ["Left out: img2dataset, webdataset, aiohttp or Pillow is missing (img2dataset "
+                    "installed with pip --target DIR: --peer-path DIR)."]  # fmt: skip
     return cases(cfg, log, stack), [*NOTES, f"Settings: {cfg}."]
 
 
@@ -427,46 +272,29 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
     if single is None and split is None:
         return []
     theirs = harness.baseline_of(found, "W7")
-    out = [
-        harness.target(
-            "W7: aioloader ingest, one process >= 1.5x img2dataset images/s", single, theirs, 1.5
-        )
-    ]
+    text = "W7: aioloader ingest, one process >= 1.5x img2dataset images/s"
+    out = [harness.target(text, single, theirs, 1.5)]
     if split is not None:
-        row = harness.target(
-            "W7 (information): aioloader ingest, 2 processes / img2dataset images/s",
-            split,
-            theirs,
-            1.5,
-        )
-        out.append({**row, "met": None})
-    for row_case in (single, split):
-        if row_case is None:
-            continue
-        same = theirs is not None and row_case.facts.get("successes") == theirs.facts.get(
-            "successes"
-        )
-        out.append(
-            harness.fact_target(
-                f"W7: same success count ({row_case.system})",
-                f"{row_case.facts.get('successes')} vs "
-                f"{theirs.facts.get('successes') if theirs else None}",
-                same,
-            )
-        )
+        text = "W7 (information): aioloader ingest, 2 processes / img2dataset images/s"
+        out.append({**harness.target(text, split, theirs, 1.5), "met": None})
+    their_successes = theirs.facts.get("successes") if theirs else None
+    for row in (row for row in (single, split) if row is not None):
+        mine = row.facts.get("successes")
+        measured = f"{mine} vs {their_successes}"
+        same = theirs is not None and mine == their_successes
+        out.append(harness.fact_target(f"W7: same success count ({row.system})", measured, same))
     mine = single or split
     if theirs is not None and mine is not None and "CPU ms/image" in theirs.facts:
         a, b = theirs.facts["CPU ms/image"], mine.facts.get("CPU ms/image")
-        out.append(
-            harness.fact_target(
-                f"W7 (information): CPU per image, img2dataset / {mine.system}",
-                f"{a / b:.2f}x ({a} vs {b} ms)" if b else "n/a",
-                None,
-            )
-        )
+        text = f"W7 (information): CPU per image, img2dataset / {mine.system}"
+        out.append(harness.fact_target(text, f"{a / b:.2f}x ({a} vs {b} ms)" if b else "n/a", None))
     return out
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "child":
-        child_main(sys.argv[2:])
+if __name__ == "__main__" and sys.argv[1:2] == ["child"]:
+    run = {
+        "img2dataset": img2dataset.ingest,
+        "aioloader": _ingest,
+        "aioloader-processes": _ingest_split,
+    }
+    print("W7RESULT " + json.dumps(run[sys.argv[2]](json.loads(sys.argv[3]))), flush=True)
