@@ -70,6 +70,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def load_kernels(log: harness.Log) -> str:
+    """Load the compiled kernels before any row runs, so that no round measures ``auto``'s
+    numpy stand-in while a cold cache compiles; says which ran (``AIOLOADER_KERNELS``)."""
+    from aioloader.core import _backend
+
+    if _backend.chosen() == "numpy" or _backend.load() is None:
+        log("the numpy reference builds every batch (no compiled kernels)")
+        return "numpy"
+    return "numba"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     harness.use_peer_paths(args.peer_path)
@@ -78,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     os.environ.setdefault("GRAIN_PY_TRACEBACK_FILTERING", "off")
+    kernels = load_kernels(log)
     facts = report.machine_facts()
     started = time.perf_counter()
     cases: list[harness.Case] = []
@@ -96,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "quick": args.quick,
         "workloads": args.workloads,
         "seconds": round(seconds, 1),
+        "kernels": kernels,
     }
     targets = []
     for name in dict.fromkeys(c.workload for c in cases):  # the workloads that ran
