@@ -370,12 +370,27 @@ def rgb_to_planar(pixels: Any, scales: Any, biases: Any, out: Any) -> None:
 # -- sequences: byte copies, so one signature serves every dtype -------------------------
 @_inline
 def _fill_pattern(row: Any, start: int, stop: int, pattern: Any) -> None:
+    """Positions ``[start, stop)`` of ``row`` set to ``pattern``: one byte fill when its bytes
+    are all equal (zero padding), else the pattern once and copies that double what is done,
+    never a copy per position."""
     size = pattern.shape[0]
-    if size == 1:
-        row[start * size : stop * size] = pattern[0]
+    begin, total = start * size, (stop - start) * size
+    if total <= 0:
         return
-    for t in range(start, stop):
-        row[t * size : (t + 1) * size] = pattern
+    uniform = True
+    for k in range(1, size):
+        if pattern[k] != pattern[0]:
+            uniform = False
+            break
+    if uniform:
+        row[begin : begin + total] = pattern[0]
+        return
+    row[begin : begin + size] = pattern
+    done = size
+    while done < total:  # whole patterns copied from the filled start: no overlap
+        chunk = min(done, total - done)
+        row[begin + done : begin + done + chunk] = row[begin : begin + chunk]
+        done += chunk
 
 
 @_kernel(
