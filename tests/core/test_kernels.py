@@ -315,6 +315,18 @@ def test_pad_collator_uses_the_kernel_for_plain_batches() -> None:
     ]  # fmt: skip
 
 
+def test_pad_collator_fills_long_padding_with_a_multibyte_pattern() -> None:
+    # 7 as int64 is 8 unequal bytes: the kernel writes it once, then doubles the copies
+    seqs = [np.arange(300, dtype=np.int64), np.arange(1, dtype=np.int64)]
+    plan = BatchPlan(0, 0, 0, 0, np.arange(2))
+    for side in ("right", "left"):
+        fast, slow = both(lambda s=side: arrays_of(PadCollator(7, s)(seqs, plan), "pad"))  # type: ignore[misc]
+        assert fast == slow
+        short = np.frombuffer(fast[1]["tokens"][2], np.int64).reshape(2, 300)[1]
+        expected = [0] + [7] * 299 if side == "right" else [7] * 299 + [0]
+        assert short.tolist() == expected
+
+
 def test_pad_collator_errors_match_numpy() -> None:
     plan = BatchPlan(0, 0, 0, 0, np.arange(2))
     seqs = [np.arange(3, dtype=np.uint8), np.arange(2, dtype=np.uint8)]
