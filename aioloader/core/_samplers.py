@@ -170,45 +170,47 @@ class SequentialSampler(_PositionalSampler):
 class ShuffledSampler(_PositionalSampler):
     """Slot ``i`` of step ``s`` is ``perm(s*B + i, n, derive(seed, epoch, 0, 0, 101))``.
 
-    Each epoch is a fresh permutation, computed per batch with no table: any ``n < 2^63``.
-    Up to ``TABLE_LIMIT`` items, the whole epoch's order is computed once (one array call)
-    and kept for the current epoch, so a step costs a slice; the values are the same.
+    Each epoch is a fresh permutation with no table of the epoch: any ``n < 2^63``, and the
+    memory held is the same whatever ``n``. The order is computed a span of ``SPAN``
+    positions at a time (one array call) and the last span kept, so the next steps of
+    that span cost a slice; the values are those of ``perm``.
     An epoch has ``n // batch_size`` steps with ``drop_last``, else ``ceil(n / batch_size)``.
     """
 
-    __slots__ = ("_lock", "_table")
+    __slots__ = ("_lock", "_span")
 
-    TABLE_LIMIT = 1 << 20
-    """Largest ``n`` whose epoch order is kept as a table (8 MiB of int64)."""
+    SPAN = 1 << 13
+    """Positions computed at once and kept (64 KiB of int64); a larger batch is one span."""
 
     def __init__(self, n: int, batch_size: int, drop_last: bool = True) -> None:
         super().__init__(n, batch_size, drop_last)
         self._lock = threading.Lock()
-        self._table: tuple[int, int, IndexArray] | None = None
+        self._span: tuple[int, int, int, IndexArray] | None = None
 
-    def _epoch_order(self, seed: int, epoch: int) -> IndexArray:
-        table = self._table
-        if table is not None and table[0] == seed and table[1] == epoch:
-            return table[2]
+    def _span_order(self, seed: int, epoch: int, span: int, steps_per_span: int) -> IndexArray:
+        cached = self._span
+        if cached is not None and cached[:3] == (seed, epoch, span):
+            return cached[3]
         with self._lock:
-            table = self._table
-            if table is None or table[0] != seed or table[1] != epoch:
+            cached = self._span
+            if cached is None or cached[:3] != (seed, epoch, span):
+                first = span * steps_per_span * self._batch_size
+                stop = min(first + steps_per_span * self._batch_size, self._n)
                 key = _derive_unchecked(seed, epoch, 0, 0, RngStream.SHUFFLE)
-                positions = np.arange(self._n, dtype=np.int64)
-                order = keyed_permutation_array(positions, self._n, key).astype(np.int64)
+                positions = np.arange(first, stop, dtype=np.uint64)
+                order = keyed_permutation_array(positions, self._n, key).view(np.int64)
                 order.flags.writeable = False
-                table = self._table = (seed, epoch, order)
-        return table[2]
+                cached = self._span = (seed, epoch, span, order)
+        return cached[3]
 
     def indices(self, seed: int, epoch: int, step: int) -> IndexArray:
         """Indices of ``(epoch, step)`` under the epoch's keyed permutation."""
         seed_value, epoch_value, step_value = _check_position(seed, epoch, step, self._steps)
-        if self._n <= self.TABLE_LIMIT:
-            start = step_value * self._batch_size
-            order = self._epoch_order(seed_value, epoch_value)
-            return cast(IndexArray, order[start : start + self._batch_size].copy())
-        key = _derive_unchecked(seed_value, epoch_value, 0, 0, RngStream.SHUFFLE)
-        return keyed_permutation_array(self._positions(step_value), self._n, key).astype(np.int64)
+        steps_per_span = max(1, self.SPAN // self._batch_size)
+        span, offset = divmod(step_value, steps_per_span)
+        order = self._span_order(seed_value, epoch_value, span, steps_per_span)
+        start = offset * self._batch_size
+        return cast(IndexArray, order[start : start + self._batch_size].copy())
 
     def __getstate__(self) -> tuple[int, int, bool]:
         return (self._n, self._batch_size, self._drop_last)

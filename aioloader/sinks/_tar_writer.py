@@ -73,20 +73,41 @@ class WriterStatistics:
     multipart_uploads: int
 
 
+_PIECE = 1 << 20
+"""Bytes a shard gathers on the event loop before one worker-thread call writes and hashes
+them: the loop never touches the file or the digest."""
+
+
 @dataclass
 class _Pending:
     name: str
-    spool: IO[bytes]
     first: int | None
+    spool: IO[bytes] | None = None  # opened by the first ``write_out``, in a worker thread
     size: int = 0
     digest: Any = field(default_factory=hashlib.sha256)
     entries: list[TarSampleEntry] = field(default_factory=list)
     failures: list[FailureRecord] = field(default_factory=list)
+    gathered: list[bytes] = field(default_factory=list)
+    gathered_bytes: int = 0
 
     def append(self, data: bytes) -> None:
-        self.spool.write(data)
-        self.digest.update(data)
+        self.gathered.append(data)
+        self.gathered_bytes += len(data)
         self.size += len(data)
+
+    def write_out(self, destination: Destination) -> None:
+        """(In a worker thread, while the writer awaits it.) Append the gathered pieces to the
+        spool, opening it first, and hash them."""
+        pieces, self.gathered, self.gathered_bytes = self.gathered, [], 0
+        if self.spool is None:
+            self.spool = destination.open_spool(self.name)
+        for piece in pieces:
+            self.digest.update(piece)
+        self.spool.writelines(pieces)
+
+    def abort(self, destination: Destination) -> None:
+        if self.spool is not None:
+            destination.abort_spool(self.name, self.spool)
 
 
 class TarShardWriter:
@@ -264,8 +285,7 @@ class TarShardWriter:
     def _open_pending(self, position: int | None) -> _Pending:
         if self._pending is None:
             name = self.name_pattern.format(len(self._manifest.shards))
-            spool = self.destination.open_spool(name)
-            self._pending = _Pending(name, spool, position)
+            self._pending = _Pending(name, position)
         return self._pending
 
     async def write(
@@ -310,6 +330,22 @@ class TarShardWriter:
         pending.entries.append(TarSampleEntry(key, tuple(entry_fields)))
         if len(pending.entries) >= self.max_samples or pending.size >= self.max_bytes:
             await self.commit()
+        elif pending.gathered_bytes >= _PIECE:
+            await self._write_out(pending)
+
+    async def _write_out(self, pending: _Pending) -> None:
+        """Write and hash what ``pending`` gathered, in a worker thread (the loop goes on).
+
+        A cancellation leaves the shard whole: the thread call either never starts or ends.
+        """
+        try:
+            await anyio.to_thread.run_sync(pending.write_out, self.destination)
+        except Exception:
+            self._closed = True  # the pending shard is lost: do not write on
+            self._pending = None
+            with contextlib.suppress(Exception):
+                pending.abort(self.destination)
+            raise
 
     def record_failure(self, failure: FailureRecord, *, input_digest: str | None = None) -> None:
         """Add the failure record of an input that produced no sample (no I/O).
@@ -328,6 +364,7 @@ class TarShardWriter:
         if pending is None:
             return None
         pending.append(END_OF_ARCHIVE)
+        await self._write_out(pending)
         first = pending.first
         end = None if first is None else self.next_position
         record = ShardRecord(
@@ -346,6 +383,7 @@ class TarShardWriter:
 
         def publish() -> None:
             destination = self.destination
+            assert pending.spool is not None  # opened by the write-out above
             destination.commit_spool(pending.name, pending.spool, pending.size)
             destination.put_bytes(record.index_name, index.to_json().encode())
             if failures:
@@ -359,7 +397,7 @@ class TarShardWriter:
         except BaseException:
             self._closed = True  # the manifest on disk is the truth; do not write on
             with contextlib.suppress(Exception):
-                self.destination.abort_spool(pending.name, pending.spool)
+                pending.abort(self.destination)
             raise
         if self.on_commit is not None:
             self.on_commit(record)
@@ -419,7 +457,7 @@ class TarShardWriter:
         self._closed = True
         try:
             if pending is not None:
-                self.destination.abort_spool(pending.name, pending.spool)
+                pending.abort(self.destination)
         finally:
             with contextlib.suppress(Exception):  # the lease expires if this fails
                 self._lease.release()

@@ -172,7 +172,7 @@ def cases(cfg: W4Config, log: Callable[[str], None]) -> tuple[list[Case], list[s
     memory = ", ".join(f"{v:,} B" for v in held)
     if len(set(held)) == 1:
         memory = f"{held[-1]:,} B (same for 2^20, 2^30)"
-    note = "ShuffledSampler(2^40, 128): keyed Feistel permutation, no table"
+    note = "ShuffledSampler(2^40, 128): keyed Feistel permutation, one 8,192-position span kept"
     measure = functools.partial(aioloader_first_batch_seconds, cfg.items)
     system = "aioloader: load_state_dict + first batch"
     out = [_row(system, measure, note, "measured at step 10^9", memory, group="aioloader")]

@@ -107,6 +107,31 @@ def test_shuffled_over_2_to_40_needs_no_table() -> None:
     assert int(batch.max()) < 2**40
 
 
+@pytest.mark.parametrize(("n", "batch", "drop_last"), [(20_011, 100, False), (2**20, 1024, True)])
+def test_shuffled_spans_give_perm_across_their_edges(n: int, batch: int, drop_last: bool) -> None:
+    sampler = ShuffledSampler(n, batch, drop_last)
+    per_span = ShuffledSampler.SPAN // batch  # 81 and 8 steps: span edges inside the epoch
+    last = sampler.steps_per_epoch - 1
+    steps = [0, per_span - 1, per_span, per_span + 1, 2 * per_span, last, per_span, 0]
+    key = derive(5, 2, 0, 0, 101)
+    for step in steps:
+        stop = min(step * batch + batch, n)
+        expected = [keyed_permutation(p, n, key) for p in range(step * batch, stop)]
+        assert sampler.indices(5, 2, step).tolist() == expected
+    assert sampler.indices(5, 2, last).shape == ((batch,) if drop_last else (n % batch,))
+
+
+def test_shuffled_holds_one_span_whatever_n() -> None:
+    for n in (2**14, 2**20, 2**40):
+        sampler = ShuffledSampler(n, 128)
+        for step in (0, 63, 64, 100):
+            sampler.indices(1, 0, step)
+        held = sampler._span  # the one array it keeps
+        assert held is not None
+        assert held[3].shape == (ShuffledSampler.SPAN,)
+        assert held[:3] == (1, 0, 1)  # step 100 is in the second span of 64 steps
+
+
 def test_mixing_matches_scalar_reading() -> None:
     sampler = MixingSampler([100, 0, 50, 7], [1.0, 5.0, 3.0, 0.5], 16)
     for step in range(5):

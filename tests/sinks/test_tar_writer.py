@@ -100,6 +100,31 @@ async def test_the_layout_is_webdataset_and_the_bytes_are_reproducible(tmp_path:
         assert extracted.read() == b'{"p": 2}'
 
 
+def _tar_file_sizes(folder: Path) -> list[int]:
+    return [path.stat().st_size for path in folder.iterdir() if ".tar" in path.name]
+
+
+async def test_a_shard_is_written_off_the_loop_in_pieces_and_reads_back_whole(
+    tmp_path: Path,
+) -> None:
+    writer = TarShardWriter(tmp_path, max_samples=100)
+    async with writer:
+        await _write(writer, range(2), size=400_000)  # 800 KB gathered: nothing written yet
+        assert _tar_file_sizes(tmp_path) == []
+        await _write(writer, range(2, 10), size=400_000)  # > 1 MiB: pieces written out
+        (written,) = _tar_file_sizes(tmp_path)
+        assert 1 << 20 <= written < writer.statistics().pending_bytes
+    (record,) = read_manifest(tmp_path).shards
+    data = (tmp_path / record.name).read_bytes()
+    assert (len(data), hashlib.sha256(data).hexdigest()) == (record.bytes, record.sha256)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        members = {m.name: archive.extractfile(m).read() for m in archive}  # type: ignore[union-attr]
+    for position in (p for p in range(10) if p % 5 != 3):
+        expected = _fields(position, 400_000)
+        assert members[f"{position:06d}.bin"] == expected["bin"]
+        assert members[f"{position:06d}.json"] == expected["json"]
+
+
 async def test_shards_roll_over_by_bytes(tmp_path: Path) -> None:
     # each sample: 2 headers (1024) + 2000 data padded to 2048 + json (512) = 3584 bytes
     async with TarShardWriter(tmp_path, max_samples=1000, max_bytes=8200) as writer:
