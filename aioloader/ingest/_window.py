@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 
 __all__ = ("ReorderWindow",)
 
@@ -71,6 +72,10 @@ class ReorderWindow(Generic[T, R]):
         self._waiting = 0
         self.held_bytes = 0
         self.peak_bytes = 0
+        self._turn = anyio.Lock()  # taken to read upstream
+        self._ended = False  # upstream is exhausted or failed
+        self._workers = self._free = 0  # worker tasks, and those not mapping an input
+        self._group: TaskGroup | None = None
 
     def _notify(self) -> None:
         self._changed.set()
@@ -112,45 +117,70 @@ class ReorderWindow(Generic[T, R]):
                     self.peak_bytes = max(self.peak_bytes, self.held_bytes)
         slot.done.set()
 
-    async def _feed(self, upstream: AsyncIterator[T], group: Any, end: _Slot) -> None:
-        try:
-            while True:
+    async def _worker(self, upstream: AsyncIterator[T], end: _Slot) -> None:
+        """Take the next input (one worker at a time, so slots keep input order), map it,
+        and again; a worker that takes the last free hand starts another, up to
+        ``max_items``, so the pool grows to the concurrency used and tasks are not made
+        per input."""
+        while True:
+            async with self._turn:
+                if self._ended:
+                    return
                 await self._until(self._may_start)
                 try:
                     item = await upstream.__anext__()
                 except StopAsyncIteration:
-                    break
+                    self._end(end)
+                    return
+                except Exception as exc:
+                    end.error = exc
+                    self._end(end)
+                    return
                 slot = _Slot()
                 self._slots.append(slot)
-                group.start_soon(self._work, item, slot)
                 self._notify()
-        except Exception as exc:
-            end.error = exc
+            self._free -= 1
+            if self._free == 0 and self._workers < self.max_items:
+                self._workers += 1
+                self._free += 1
+                assert self._group is not None
+                self._group.start_soon(self._worker, upstream, end)
+            await self._work(item, slot)
+            self._free += 1
+
+    def _end(self, end: _Slot) -> None:
+        self._ended = True
+        self._slots.append(end)
+        end.done.set()
+        self._notify()
+
+    @contextlib.asynccontextmanager
+    async def open(self, upstream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[R]]:
+        """The results of ``fn`` over ``upstream``, in order; leaving cancels the rest and
+        closes ``upstream``."""
+        end = _Slot()
+        failure: Exception | None = None
+        self._slots.clear()  # a window may be opened again once the last one is left
+        self.held_bytes = 0
+        self._turn, self._ended, self._workers, self._free = anyio.Lock(), False, 1, 1
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                group.start_soon(self._worker, upstream, end)
+                results = self._results(end)
+                try:
+                    yield results
+                except Exception as exc:  # raised as itself once the tasks have stopped
+                    failure = exc
+                finally:
+                    group.cancel_scope.cancel()
+                    with anyio.CancelScope(shield=True):
+                        await results.aclose()
         finally:
             close = getattr(upstream, "aclose", None)
             if close is not None:
                 with anyio.CancelScope(shield=True):
                     await close()
-            self._slots.append(end)
-            end.done.set()
-            self._notify()
-
-    @contextlib.asynccontextmanager
-    async def open(self, upstream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[R]]:
-        """The results of ``fn`` over ``upstream``, in order; leaving cancels the rest."""
-        end = _Slot()
-        failure: Exception | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._feed, upstream, group, end)
-            results = self._results(end)
-            try:
-                yield results
-            except Exception as exc:  # raised as itself once the tasks have stopped
-                failure = exc
-            finally:
-                group.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await results.aclose()
         if failure is not None:
             raise failure
 

@@ -107,6 +107,42 @@ async def test_a_failure_is_raised_at_its_position() -> None:
     assert got == [0, 1, 2]
 
 
+async def test_a_pool_of_tasks_maps_the_inputs_and_grows_only_to_the_concurrency_used() -> None:
+    gate = anyio.Event()
+    running = 0
+    most = 0
+
+    async def work(number: int) -> int:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        if number < 6:  # six inputs wait together, then every input runs alone
+            if running == 6:
+                gate.set()
+            await gate.wait()
+        running -= 1
+        return number
+
+    window = ReorderWindow(work, max_items=32, max_bytes=1 << 20, size_of=lambda _: 1)
+    async with window.open(_numbers(500)) as results:
+        got = [number async for number in results]
+    assert got == list(range(500))
+    assert most >= 6
+    assert window._workers <= most + 1  # tasks made: the concurrency, not 500
+    upstream_closed = anyio.Event()
+
+    async def numbers_then_note_the_close() -> AsyncIterator[int]:
+        try:
+            for number in range(10):
+                yield number
+        finally:
+            upstream_closed.set()
+
+    async with window.open(numbers_then_note_the_close()) as results:
+        assert await results.__anext__() == 0
+    assert upstream_closed.is_set()  # leaving early closes upstream
+
+
 def test_bounds_must_be_positive() -> None:
     async def work(number: int) -> int:
         return number
