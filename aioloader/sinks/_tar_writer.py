@@ -336,7 +336,8 @@ class TarShardWriter:
     async def _write_out(self, pending: _Pending) -> None:
         """Write and hash what ``pending`` gathered, in a worker thread (the loop goes on).
 
-        A cancellation leaves the shard whole: the thread call either never starts or ends.
+        A cancellation leaves the shard whole: the call either never starts (the pieces stay
+        gathered) or runs to its end.
         """
         try:
             await anyio.to_thread.run_sync(pending.write_out, self.destination)
@@ -364,36 +365,37 @@ class TarShardWriter:
         if pending is None:
             return None
         pending.append(END_OF_ARCHIVE)
-        await self._write_out(pending)
         first = pending.first
         end = None if first is None else self.next_position
-        record = ShardRecord(
-            name=pending.name,
-            samples=len(pending.entries),
-            bytes=pending.size,
-            sha256=pending.digest.hexdigest(),
-            first=first,
-            end=end,
-            failed=len(pending.failures),
-            input_digest=self._digest,
-        )
         index = ShardIndex(pending.name, pending.size, "", tuple(pending.entries))
         failures = "".join(json.dumps(f.to_dict(), default=str) + "\n" for f in pending.failures)
-        manifest = self._manifest.with_shard(record)
+        input_digest = self._digest
 
-        def publish() -> None:
+        def publish() -> ShardRecord:
             destination = self.destination
-            assert pending.spool is not None  # opened by the write-out above
+            pending.write_out(destination)  # the last piece, and the shard's digest
+            assert pending.spool is not None
+            record = ShardRecord(
+                name=pending.name,
+                samples=len(pending.entries),
+                bytes=pending.size,
+                sha256=pending.digest.hexdigest(),
+                first=first,
+                end=end,
+                failed=len(pending.failures),
+                input_digest=input_digest,
+            )
             destination.commit_spool(pending.name, pending.spool, pending.size)
             destination.put_bytes(record.index_name, index.to_json().encode())
             if failures:
                 destination.put_bytes(record.failures_name, failures.encode())
             else:
                 destination.delete(record.failures_name)  # a killed run's leftover
-            self._publish_manifest(manifest)
+            self._publish_manifest(self._manifest.with_shard(record))
+            return record
 
         try:
-            await anyio.to_thread.run_sync(publish)
+            record = await anyio.to_thread.run_sync(publish)
         except BaseException:
             self._closed = True  # the manifest on disk is the truth; do not write on
             with contextlib.suppress(Exception):
