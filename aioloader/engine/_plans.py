@@ -53,6 +53,10 @@ class PlanAhead:
         self._pending: dict[int, anyio.Event] = {}
         self.trips = 0
 
+    def holds(self, step: int) -> bool:
+        """Whether ``step`` is planned or being planned (``get`` will not start a trip)."""
+        return step in self._ready or step in self._pending
+
     async def get(self, step: int, in_thread: RunInThread) -> BatchPlan:
         """The plan of ``step`` (or its error, raised), planned by ``in_thread`` if not yet."""
         while step not in self._ready:

@@ -38,6 +38,11 @@ PLANS_PER_TRIP = 16
 logger = logging.getLogger("aioloader")
 
 
+async def _in_any_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in one of anyio's worker threads (streams without build threads)."""
+    return await anyio.to_thread.run_sync(function, *args)
+
+
 class Unbuilt:
     """workers=0: a step planned and read ahead, built when the consumer takes it.
 
@@ -94,6 +99,7 @@ class StreamWork(Generic[BatchT]):
         self._read_one = make_sample_reader(config.dataset)
         ahead = config.prefetch if tuner is None else tuner.bounds.prefetch
         self._plans = PlanAhead(config.plan, stop, min(ahead, PLANS_PER_TRIP))
+        self._steps_per_epoch = config.sampler.steps_per_epoch
         self._loop_thread: int | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._ended: anyio.Event | None = None
@@ -355,9 +361,16 @@ class StreamWork(Generic[BatchT]):
         return samples
 
     async def _plan(self, step: int) -> BatchPlan:
+        """A plan made off the loop, a run of steps per trip. Without build threads, only
+        where a sampler may order a whole epoch (an epoch's first step, and the stream's:
+        a ``BucketedSampler`` over 10^7 items takes ~1 s) and the steps that trip planned;
+        the rest cost microseconds, less than a trip, and are planned on the loop."""
         threads = self._threads
-        if threads is not None:  # planned off the loop, a run of steps per trip
+        if threads is not None:
             return await self._plans.get(step, threads.run)
+        plans = self._plans
+        if step == self._start or step % self._steps_per_epoch == 0 or plans.holds(step):
+            return await plans.get(step, _in_any_thread)
         try:
             return self.config.plan(step)
         except Exception as error:

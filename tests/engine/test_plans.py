@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import numpy as np
 import pytest
 
@@ -181,3 +183,38 @@ async def test_a_threaded_loader_raises_a_planning_error_at_its_step() -> None:
         await consume()
     assert delivered == [0, 1, 2, 3, 4]
     assert "aioloader: while planning global step 5" in getattr(caught.value, "__notes__", [])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_an_epochs_first_plan_never_holds_the_event_loop(workers: int) -> None:
+    planning = threading.Event()  # epoch 1's first step is being planned
+    loop_ran = threading.Event()  # a task on the event loop ran meanwhile
+
+    class SlowEpochStart:
+        """Orders a whole epoch at its first step (as Bucketed and Packed do); here that
+        can only end while the event loop runs on."""
+
+        steps_per_epoch = 16
+
+        def indices(self, seed: int, epoch: int, step: int) -> np.ndarray[Any, Any]:
+            if (epoch, step) == (1, 0):
+                planning.set()
+                assert loop_ran.wait(timeout=10), "the plan held the event loop"
+            return SAMPLER.indices(seed, epoch, step)
+
+    async def run_on_the_loop() -> None:
+        while not planning.is_set():
+            await anyio.lowlevel.checkpoint()
+        loop_ran.set()
+
+    dataset = MemoryDataset(make_samples(64))
+    loader = DataLoader(dataset, SlowEpochStart(), StackCollator(), seed=3, workers=workers)
+    seen = []
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_on_the_loop)
+            async with loader.stream(0, 20) as batches:
+                async for batch in batches:
+                    with batch:
+                        seen.append(batch.indices.tolist())
+    assert seen == [list(range(4 * (s % 16), 4 * (s % 16) + 4)) for s in range(20)]
