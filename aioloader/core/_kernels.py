@@ -119,6 +119,37 @@ def permute(
         out[i] = x
 
 
+# -- packing: first fit over a max-tree of the rows' room --------------------------------
+@_kernel(_I64(_input(_I64), _I64, _array(_I64, 1), _array(_I64, 1)))
+def first_fit_rows(sizes: Any, capacity: int, rows: Any, tree: Any) -> int:
+    """Row of each item, taken in the given order: the lowest-numbered row with room.
+
+    ``tree`` (scratch, ``2 x`` a power of two) holds the most room below each node; rows
+    not used yet have all of ``capacity``. Returns -1, or the first item no row of the
+    tree can take (the caller then runs the reference code).
+    """
+    leaves = tree.shape[0] // 2
+    tree[:] = capacity
+    for i in range(sizes.shape[0]):
+        size = sizes[i]
+        if tree[1] < size:
+            return i
+        node = 1
+        while node < leaves:
+            node = 2 * node if tree[2 * node] >= size else 2 * node + 1
+        rows[i] = node - leaves
+        tree[node] -= size
+        node //= 2
+        while node >= 1:
+            left, right = tree[2 * node], tree[2 * node + 1]
+            most = left if left > right else right
+            if tree[node] == most:
+                break
+            tree[node] = most
+            node //= 2
+    return -1
+
+
 # -- images ---------------------------------------------------------------------------
 @_kernel(_I64(_input(_I64), _I64, _array(_I64, 1)))
 def image_widths(ids: Any, header: int, widths: Any) -> int:

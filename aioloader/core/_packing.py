@@ -2,8 +2,9 @@
 
 ``first_fit_decreasing`` takes the longest item first (equal lengths in their original
 order) and puts it in the lowest-numbered row with room, a new row when none has room.
-It works one distinct length at a time in array operations, O(distinct lengths x rows),
-so 100,000 documents into rows of 2,048 take a fraction of a second. ``pack_lengths``
+The compiled kernel walks a max-tree of the rows' room, O(items x log rows): 10^7
+documents in seconds. The numpy reference works one distinct length at a time in array
+operations, O(distinct lengths x rows), and gives the same rows. ``pack_lengths``
 gives the layout, ``pack_sequences`` the rows a model needs (tokens, position ids,
 boundaries, block-diagonal causal mask); ``padding_report`` compares strategies.
 """
@@ -18,6 +19,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import numpy.typing as npt
 
+from ._backend import compiled
 from ._check import lengths_1d, positive_int
 from ._sequences import Int64Array, _as_arrays
 
@@ -37,8 +39,23 @@ def first_fit_decreasing(lengths: Any, capacity: int) -> Int64Array:
     sizes = lengths_1d("lengths", lengths)
     if sizes.size and int(sizes.max()) > cap:
         raise ValueError(f"lengths must be <= capacity ({cap}) but got {int(sizes.max())}")
+    return _first_fit_decreasing(sizes, cap)[0]
+
+
+def _first_fit_decreasing(sizes: Int64Array, cap: int) -> tuple[Int64Array, Int64Array]:
+    """``first_fit_decreasing`` of checked sizes, and the order it took them in."""
     order = np.argsort(-sizes, kind="stable")
     ordered = sizes[order]
+    kernels = compiled()
+    if kernels is not None and ordered.size:
+        # First fit leaves at most one row half empty or worse: rows <= 2 x ceil(total / cap) + 1.
+        bound = min(ordered.shape[0], 2 * -(-int(ordered.sum()) // cap) + 1)
+        tree = np.empty(2 << max(0, (bound - 1).bit_length()), np.int64)
+        placed_rows = np.empty(ordered.shape[0], np.int64)
+        if kernels.first_fit_rows(np.ascontiguousarray(ordered), cap, placed_rows, tree) == -1:
+            out = np.empty_like(placed_rows)
+            out[order] = placed_rows
+            return out, order
     rows = np.empty(sizes.shape[0], np.int64)
     room = np.empty(sizes.shape[0], np.int64)
     used = 0
@@ -70,7 +87,7 @@ def first_fit_decreasing(lengths: Any, capacity: int) -> Int64Array:
             used += new
     out = np.empty_like(rows)
     out[order] = rows
-    return out
+    return out, order
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +218,7 @@ def pack_lengths(lengths: Any, context_length: int, overflow: str = "split") -> 
     first = np.cumsum(counts) - counts
     piece_start = (np.arange(piece_doc.shape[0]) - np.repeat(first, counts)) * ctx
     piece_len = np.minimum(ctx, sizes[piece_doc] - piece_start)
-    row = first_fit_decreasing(piece_len, ctx)
-    placed = np.argsort(-piece_len, kind="stable")
+    row, placed = _first_fit_decreasing(piece_len, ctx)  # placed: longest first, stable
     order = placed[np.argsort(row[placed], kind="stable")]
     lengths_rm = piece_len[order]
     row_ptr = np.zeros(int(row.max()) + 2 if row.size else 1, np.int64)

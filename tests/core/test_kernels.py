@@ -24,6 +24,7 @@ from aioloader.core import (
     plan_batch,
     rgb8_to_planar,
 )
+from aioloader.core._packing import first_fit_decreasing, pack_lengths
 from aioloader.core._rng import SampleRng
 from aioloader.datasets import line_images
 
@@ -520,3 +521,30 @@ def test_whole_batch_kernel_declines_mixed_dtype_objects(monkeypatch: pytest.Mon
     assert fast == slow
     assert fast[0] == "ok"
     assert calls == []
+
+
+def test_first_fit_kernel_gives_the_reference_rows() -> None:
+    generator = np.random.default_rng(23)
+    cases = [(np.array([5, 23, 9, 31, 14, 7, 18, 4, 27, 11, 16, 8]), 32), (np.zeros(5, int), 7)]
+    for _ in range(200):
+        cap = int(generator.integers(1, 64))
+        count = int(generator.integers(0, 300))
+        cases.append((generator.integers(0, cap + 1, size=count), cap))
+        cases.append((generator.choice([0, 1, cap // 2, cap], size=count), cap))  # ties
+    for sizes, cap in cases:
+        fast, slow = both(lambda s=sizes, c=cap: _snapshot(first_fit_decreasing(s, c)))  # type: ignore[misc]
+        assert fast == slow
+    lengths = generator.lognormal(np.log(200), 1.0, 20_000).astype(np.int64) % 2048 + 1
+    fields = ("documents", "starts", "lengths", "offsets", "row_ptr")
+    fast, slow = both(lambda: [_snapshot(getattr(pack_lengths(lengths, 512), f)) for f in fields])
+    assert fast == slow
+
+
+def test_first_fit_kernel_hands_back_what_its_tree_cannot_hold() -> None:
+    _backend.load()
+    kernels = _backend.compiled()
+    assert kernels is not None
+    rows = np.empty(3, np.int64)
+    tree = np.empty(2, np.int64)  # one row of room 10: the third item does not fit
+    assert kernels.first_fit_rows(np.array([6, 4, 5], np.int64), 10, rows, tree) == 2
+    assert rows[:2].tolist() == [0, 0]
