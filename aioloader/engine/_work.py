@@ -100,6 +100,7 @@ class StreamWork(Generic[BatchT]):
         ahead = config.prefetch if tuner is None else tuner.bounds.prefetch
         self._plans = PlanAhead(config.plan, stop, min(ahead, PLANS_PER_TRIP))
         self._steps_per_epoch = config.sampler.steps_per_epoch
+        self._epoch_planned: int | None = None  # an epoch planned once: its steps inline
         self._loop_thread: int | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._ended: anyio.Event | None = None
@@ -362,20 +363,22 @@ class StreamWork(Generic[BatchT]):
 
     async def _plan(self, step: int) -> BatchPlan:
         """A plan made off the loop, a run of steps per trip. Without build threads, only
-        where a sampler may order a whole epoch (an epoch's first step, and the stream's:
-        a ``BucketedSampler`` over 10^7 items takes ~1 s) and the steps that trip planned;
-        the rest cost microseconds, less than a trip, and are planned on the loop."""
+        until the step's epoch has been planned once: that first plan may order a whole
+        epoch (a ``BucketedSampler`` over 10^7 items takes ~1 s); the epoch's other steps
+        cost microseconds, less than a trip, and are planned on the loop."""
         threads = self._threads
         if threads is not None:
             return await self._plans.get(step, threads.run)
-        plans = self._plans
-        if step == self._start or step % self._steps_per_epoch == 0 or plans.holds(step):
-            return await plans.get(step, _in_any_thread)
-        try:
-            return self.config.plan(step)
-        except Exception as error:
-            add_note(error, f"aioloader: while planning global step {step}")
-            raise
+        epoch = step // self._steps_per_epoch
+        if epoch == self._epoch_planned and not self._plans.holds(step):
+            try:
+                return self.config.plan(step)
+            except Exception as error:
+                add_note(error, f"aioloader: while planning global step {step}")
+                raise
+        plan = await self._plans.get(step, _in_any_thread)
+        self._epoch_planned = epoch
+        return plan
 
     def build_now(self, unbuilt: Unbuilt) -> BatchT:
         """Build a step read ahead with ``workers=0``, in the consumer's task."""

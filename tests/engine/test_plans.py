@@ -218,3 +218,39 @@ async def test_an_epochs_first_plan_never_holds_the_event_loop(workers: int) -> 
                     with batch:
                         seen.append(batch.indices.tolist())
     assert seen == [list(range(4 * (s % 16), 4 * (s % 16) + 4)) for s in range(20)]
+
+
+async def test_steps_claimed_beyond_the_first_trip_wait_for_the_epoch_off_the_loop() -> None:
+    planning = threading.Event()
+    loop_ran = threading.Event()
+    built: set[int] = set()
+    build_lock = threading.Lock()  # as a sampler's epoch cache: later calls wait for the build
+    long_epochs = SequentialSampler(256, 4)  # 64 steps an epoch, more than one trip plans
+
+    class LockedEpochBuild:
+        steps_per_epoch = 64
+
+        def indices(self, seed: int, epoch: int, step: int) -> np.ndarray[Any, Any]:
+            with build_lock:
+                if epoch == 1 and epoch not in built:
+                    planning.set()
+                    assert loop_ran.wait(timeout=10), "a plan held the event loop"
+                built.add(epoch)
+            return long_epochs.indices(seed, epoch, step)
+
+    async def run_on_the_loop() -> None:
+        while not planning.is_set():
+            await anyio.lowlevel.checkpoint()
+        loop_ran.set()
+
+    dataset = MemoryDataset(make_samples(256))
+    loader = DataLoader(dataset, LockedEpochBuild(), StackCollator(), seed=3, prefetch=32)
+    seen = []
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_on_the_loop)
+            async with loader.stream(0, 100) as batches:  # builders claim 32 steps ahead
+                async for batch in batches:
+                    with batch:
+                        seen.append(batch.indices.tolist())
+    assert seen == [list(range(4 * (s % 64), 4 * (s % 64) + 4)) for s in range(100)]
