@@ -63,9 +63,12 @@ async def test_a_thousand_cancelled_consumers_leak_nothing() -> None:
     tasks_before = _tasks()
     delivered = 0
     with anyio.fail_after(120):  # no deadlock: the whole storm ends in bounded time
-        for _ in range(CONSUMERS):
+        for round_index in range(CONSUMERS):
             loader = chooser.choice(loaders)
-            delivered += await _one_round(loader, chooser.uniform(0, 0.006), chooser.randint(0, 6))
+            delay = chooser.uniform(0, 0.006)
+            if round_index % 100 == 0:  # these rounds deliver even on a busy machine
+                delay = 1.0
+            delivered += await _one_round(loader, delay, chooser.randint(0, 6))
     assert delivered > 0
     assert dataset.in_flight == 0
     assert pool.statistics().buffers_out == 0
