@@ -13,12 +13,14 @@ Reads in flight are bounded per stream by ``max_inflight_reads``.
 from __future__ import annotations
 
 import inspect
+import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import numpy as np
 
 from .._compat import BaseExceptionGroup, add_note
@@ -112,6 +114,44 @@ class ReadBound:
         self.in_flight -= count
         if self._waiters:
             self._waiters.pop(0).set()
+
+
+# The clock of ``LoopSlice`` (tests replace it).
+clock = time.perf_counter
+
+
+class LoopSlice:
+    """How long a stream's reads have run back to back since the event loop last turned.
+
+    Reads that complete without waiting (memory, cache hits) run in the builders' tasks with
+    no checkpoint; a runner checks the slice every ``check_every`` such reads and yields to
+    the loop once it is spent. The slice is shared by every runner of the stream, so several
+    builders ready at once hold the loop for one slice in all, not one each.
+    """
+
+    __slots__ = ("seconds", "started", "turn")
+
+    check_every = 32
+
+    def __init__(self, seconds: float = 0.001) -> None:
+        self.seconds = seconds
+        self.turn = 0
+        self.started = clock()
+
+    def spent(self) -> bool:
+        return clock() - self.started >= self.seconds
+
+    def after_wait(self, turn: int) -> None:
+        """The caller waited since ``turn``: a new slice starts unless one already has."""
+        if self.turn == turn:
+            self.turn = turn + 1
+            self.started = clock()
+
+    async def give_way(self) -> None:
+        """Let the loop run the other ready tasks, then go on in a fresh slice."""
+        turn = self.turn
+        await anyio.lowlevel.checkpoint()
+        self.after_wait(turn)
 
 
 def describe_dataset_kind(dataset: Any) -> str:
@@ -276,6 +316,7 @@ class _BatchRead:
 
 def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
     get_sample = dataset.get_sample
+    loop_slice = LoopSlice()
 
     async def run_slots(batch: _BatchRead) -> None:
         """Read the next free slots one after the other, in this task, until none is left.
@@ -283,12 +324,19 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
         A read that completes without waiting costs a coroutine and nothing else. When a
         read waits while every other runner of the batch waits too, a new runner starts to
         go on with the next slots meanwhile: with slow reads (network) the runners soon
-        number the reads in flight; with reads that wait briefly, a few suffice.
+        number the reads in flight; with reads that wait briefly, a few suffice. Reads
+        that do not wait give the loop its turn every ``LoopSlice`` of them.
         """
         indices = batch.indices
         samples = batch.samples
         count = len(indices)
+        inline = 0
         while batch.next_slot < count and not batch.errors:
+            if inline >= LoopSlice.check_every:
+                inline = 0
+                if loop_slice.spent():
+                    await loop_slice.give_way()
+                    continue  # other runners may have taken the last slots meanwhile
             if not bound.try_acquire():
                 await bound.acquire()
                 if batch.next_slot >= count or batch.errors:
@@ -302,15 +350,18 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
                     yielded = coro.send(None)
                 except StopIteration as done:
                     samples[slot] = done.value
+                    inline += 1
                     continue
                 batch.waiting += 1
                 if batch.waiting == batch.runners and batch.next_slot < count:
                     batch.runners += 1
                     batch.group.start_soon(spawned_runner, batch)
+                turn = loop_slice.turn
                 try:
                     samples[slot] = await _resume(coro, yielded)
                 finally:
                     batch.waiting -= 1
+                loop_slice.after_wait(turn)
             except Exception as error:
                 add_slot_note(error, batch.plan, slot)
                 batch.errors[slot] = error

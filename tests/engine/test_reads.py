@@ -13,7 +13,7 @@ import pytest
 
 from aioloader import LoaderClosedError
 from aioloader.core import BatchPlan, SequentialSampler, ShuffledSampler
-from aioloader.engine import DataLoader
+from aioloader.engine import DataLoader, _reads
 from aioloader.engine._build import build_batch, transform_takes_rng
 from aioloader.engine._reads import ReadBound, is_in_memory
 from aioloader.testing import MemoryDataset, StackCollator
@@ -281,3 +281,70 @@ async def test_read_bound_waiters_are_served_in_order() -> None:
     assert order == arrived
     assert sorted(order) == [0, 1, 2]
     assert (bound.in_flight, bound.peak, bound.total) == (2, 2, 5)
+
+
+class Watched:
+    """``get_sample`` returns at once and notes how many turns another task has had."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.turns = 0
+        self.seen: list[int] = []
+
+    def __len__(self) -> int:
+        return self.n
+
+    async def get_sample(self, index: int) -> int:
+        self.seen.append(self.turns)
+        return index
+
+
+async def test_reads_that_never_wait_give_the_loop_a_turn_once_the_slice_is_spent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(_reads, "clock", lambda: float(next(ticks)))  # 1 s per reading
+    dataset = Watched(1024)
+    loader = DataLoader(dataset, SequentialSampler(1024, 1024), StackCollator(), seed=0, prefetch=1)
+
+    async def other_task() -> None:
+        while True:
+            dataset.turns += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(other_task)
+        async with loader.stream(0, 1) as batches:
+            got = [batch async for batch in batches]
+        group.cancel_scope.cancel()
+    assert got[0].data.tolist() == list(range(1024))  # the same batch
+    every = _reads.LoopSlice.check_every
+    runs = [dataset.seen[i : i + every] for i in range(0, 1024, every)]
+    assert all(len(set(run)) == 1 for run in runs)  # runs of 32 reads, back to back
+    firsts = [run[0] for run in runs]
+    # the other task ran at each turn of the loop: between every two runs on asyncio; trio,
+    # which may reverse a batch of tasks, may run the builder at the end of one and the start
+    # of the next, so between every three
+    assert all(a < c for a, c in zip(firsts, firsts[2:], strict=False))
+    assert firsts[-1] - firsts[0] >= len(runs) // 2
+
+
+async def test_runners_that_give_way_in_one_turn_share_the_next_slice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [0.0]
+    monkeypatch.setattr(_reads, "clock", lambda: now[0])
+    loop_slice = _reads.LoopSlice(0.001)
+    now[0] = 0.002
+    assert loop_slice.spent()
+    async with anyio.create_task_group() as group:
+        for _ in range(3):
+            group.start_soon(loop_slice.give_way)
+    # the first runner back started one new slice; the others went on in it
+    assert (loop_slice.turn, loop_slice.started, loop_slice.spent()) == (1, 0.002, False)
+    loop_slice.after_wait(0)  # a read that waited since turn 0: a slice has begun since
+    assert loop_slice.turn == 1
+    now[0] = 0.0035
+    assert loop_slice.spent()
+    loop_slice.after_wait(1)
+    assert (loop_slice.turn, loop_slice.started, loop_slice.spent()) == (2, 0.0035, False)
