@@ -330,43 +330,55 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
         indices = batch.indices
         samples = batch.samples
         count = len(indices)
-        inline = 0
-        while batch.next_slot < count and not batch.errors:
-            if inline >= LoopSlice.check_every:
-                inline = 0
-                if loop_slice.spent():
-                    await loop_slice.give_way()
-                    continue  # other runners may have taken the last slots meanwhile
-            if not bound.try_acquire():
-                await bound.acquire()
-                if batch.next_slot >= count or batch.errors:
-                    bound.unacquire()
+        inline, check_every = 0, LoopSlice.check_every
+        holding = False  # a unit of the bound, passed on from one read to the next
+        try:
+            while batch.next_slot < count and not batch.errors:
+                if inline >= check_every:
+                    inline = 0
+                    if loop_slice.spent():
+                        if holding:  # no read is in flight while the loop has its turn
+                            holding = False
+                            bound.release()
+                        await loop_slice.give_way()
+                        continue  # other runners may have taken the last slots meanwhile
+                if holding:
+                    bound.total += 1
+                elif bound.try_acquire():
+                    holding = True
+                else:
+                    await bound.acquire()
+                    holding = True
+                    if batch.next_slot >= count or batch.errors:
+                        holding = False
+                        bound.unacquire()
+                        return
+                slot = batch.next_slot
+                batch.next_slot = slot + 1
+                coro = get_sample(indices[slot])
+                try:
+                    try:
+                        yielded = coro.send(None)
+                    except StopIteration as done:
+                        samples[slot] = done.value
+                        inline += 1
+                        continue
+                    batch.waiting += 1
+                    if batch.waiting == batch.runners and batch.next_slot < count:
+                        batch.runners += 1
+                        batch.group.start_soon(spawned_runner, batch)
+                    turn = loop_slice.turn
+                    try:
+                        samples[slot] = await _resume(coro, yielded)
+                    finally:
+                        batch.waiting -= 1
+                    loop_slice.after_wait(turn)
+                except Exception as error:
+                    add_slot_note(error, batch.plan, slot)
+                    batch.errors[slot] = error
                     return
-            slot = batch.next_slot
-            batch.next_slot = slot + 1
-            coro = get_sample(indices[slot])
-            try:
-                try:
-                    yielded = coro.send(None)
-                except StopIteration as done:
-                    samples[slot] = done.value
-                    inline += 1
-                    continue
-                batch.waiting += 1
-                if batch.waiting == batch.runners and batch.next_slot < count:
-                    batch.runners += 1
-                    batch.group.start_soon(spawned_runner, batch)
-                turn = loop_slice.turn
-                try:
-                    samples[slot] = await _resume(coro, yielded)
-                finally:
-                    batch.waiting -= 1
-                loop_slice.after_wait(turn)
-            except Exception as error:
-                add_slot_note(error, batch.plan, slot)
-                batch.errors[slot] = error
-                return
-            finally:
+        finally:
+            if holding:
                 bound.release()
 
     async def spawned_runner(batch: _BatchRead) -> None:

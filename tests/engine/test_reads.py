@@ -318,6 +318,8 @@ async def test_reads_that_never_wait_give_the_loop_a_turn_once_the_slice_is_spen
             got = [batch async for batch in batches]
         group.cancel_scope.cancel()
     assert got[0].data.tolist() == list(range(1024))  # the same batch
+    stats = loader.statistics()  # one unit of the bound passed from read to read, given back
+    assert (stats.reads_total, stats.reads_in_flight, stats.peak_reads_in_flight) == (1024, 0, 1)
     every = _reads.LoopSlice.check_every
     runs = [dataset.seen[i : i + every] for i in range(0, 1024, every)]
     assert all(len(set(run)) == 1 for run in runs)  # runs of 32 reads, back to back
