@@ -185,6 +185,28 @@ async def test_a_threaded_loader_raises_a_planning_error_at_its_step() -> None:
     assert "aioloader: while planning global step 5" in getattr(caught.value, "__notes__", [])
 
 
+async def indices_while_the_loop_runs(
+    loader: DataLoader[Any, Any], stop: int, planning: threading.Event, loop_ran: threading.Event
+) -> list[list[int]]:
+    """Each batch's indices of steps ``[0, stop)``, while a task on the event loop sets
+    ``loop_ran`` once the sampler has set ``planning``."""
+
+    async def run_on_the_loop() -> None:
+        while not planning.is_set():
+            await anyio.lowlevel.checkpoint()
+        loop_ran.set()
+
+    seen = []
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_on_the_loop)
+            async with loader.stream(0, stop) as batches:
+                async for batch in batches:
+                    with batch:
+                        seen.append(batch.indices.tolist())
+    return seen
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 async def test_an_epochs_first_plan_never_holds_the_event_loop(workers: int) -> None:
     planning = threading.Event()  # epoch 1's first step is being planned
@@ -202,21 +224,9 @@ async def test_an_epochs_first_plan_never_holds_the_event_loop(workers: int) -> 
                 assert loop_ran.wait(timeout=10), "the plan held the event loop"
             return SAMPLER.indices(seed, epoch, step)
 
-    async def run_on_the_loop() -> None:
-        while not planning.is_set():
-            await anyio.lowlevel.checkpoint()
-        loop_ran.set()
-
     dataset = MemoryDataset(make_samples(64))
     loader = DataLoader(dataset, SlowEpochStart(), StackCollator(), seed=3, workers=workers)
-    seen = []
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as group:
-            group.start_soon(run_on_the_loop)
-            async with loader.stream(0, 20) as batches:
-                async for batch in batches:
-                    with batch:
-                        seen.append(batch.indices.tolist())
+    seen = await indices_while_the_loop_runs(loader, 20, planning, loop_ran)
     assert seen == [list(range(4 * (s % 16), 4 * (s % 16) + 4)) for s in range(20)]
 
 
@@ -238,19 +248,7 @@ async def test_steps_claimed_beyond_the_first_trip_wait_for_the_epoch_off_the_lo
                 built.add(epoch)
             return long_epochs.indices(seed, epoch, step)
 
-    async def run_on_the_loop() -> None:
-        while not planning.is_set():
-            await anyio.lowlevel.checkpoint()
-        loop_ran.set()
-
     dataset = MemoryDataset(make_samples(256))
     loader = DataLoader(dataset, LockedEpochBuild(), StackCollator(), seed=3, prefetch=32)
-    seen = []
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as group:
-            group.start_soon(run_on_the_loop)
-            async with loader.stream(0, 100) as batches:  # builders claim 32 steps ahead
-                async for batch in batches:
-                    with batch:
-                        seen.append(batch.indices.tolist())
+    seen = await indices_while_the_loop_runs(loader, 100, planning, loop_ran)  # 32 ahead
     assert seen == [list(range(4 * (s % 64), 4 * (s % 64) + 4)) for s in range(100)]
