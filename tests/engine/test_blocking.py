@@ -10,6 +10,7 @@ import pytest
 from aioloader.core import SequentialSampler, ShuffledSampler
 from aioloader.engine import DataLoader
 from aioloader.testing import FailingDataset, MemoryDataset, StackCollator
+from tests._support.threads import assert_threads_started_since_end
 
 from .helpers import TrackingCollator, digests, jitter, make_samples
 from .test_loader import SEED, reference_digests
@@ -62,9 +63,7 @@ def test_breaking_out_closes_the_portal_thread() -> None:
             if batch.global_step == 2:
                 break
         iterator.close()  # type: ignore[attr-defined]  # what the GC does for a dropped generator
-    for thread in set(threading.enumerate()) - threads_before:
-        thread.join(timeout=30)  # the portal's loop and its worker threads all end
-        assert not thread.is_alive(), thread
+    assert_threads_started_since_end(threads_before)  # the portal's loop and its workers
     assert all(b.released for b in loader.collator.built if b.global_step > 2)  # type: ignore[attr-defined]
 
 
@@ -116,9 +115,7 @@ def test_breaking_out_releases_what_was_handed_off(backend: str, options: dict[s
     iterator = loader.iter_sync(0, None, backend=backend, backend_options=options)
     taken = [next(iterator) for _ in range(3)]
     iterator.close()  # type: ignore[attr-defined]
-    for thread in set(threading.enumerate()) - threads_before:
-        thread.join(timeout=30)
-        assert not thread.is_alive(), thread
+    assert_threads_started_since_end(threads_before)
     built = loader.collator.built  # type: ignore[attr-defined]
     assert [b.global_step for b in taken] == [0, 1, 2]
     assert all(b.released for b in built if b.global_step > 2)

@@ -16,6 +16,7 @@ from aioloader.core import SequentialSampler, ShuffledSampler, plan_batch
 from aioloader.engine import DataLoader
 from aioloader.interop.torch import TorchIterableDataset, to_device, to_torch
 from aioloader.testing import ArrayBatch, MemoryDataset, StackCollator
+from tests._support.threads import assert_threads_started_since_end
 from tests.interop.helpers import Inner, Pair
 
 SEED = 77
@@ -221,9 +222,7 @@ def test_leaving_early_stops_the_loader_thread() -> None:
     # The portal's thread has ended; anyio's worker threads were told to stop as the loop
     # closed and end on their own, possibly just after close() returns.
     assert {thread.name for thread in left} <= {"AnyIO worker thread"}
-    for thread in left:
-        thread.join(timeout=30)
-        assert not thread.is_alive(), thread
+    assert_threads_started_since_end(before)
 
 
 class _FakeWorkerInfo:
