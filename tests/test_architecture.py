@@ -20,7 +20,7 @@ LINTED = [
 # sub-package or a top-level module) may import its own modules and the units of lower
 # layers, never a unit of its own layer or of a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_compat", "_errors", "_argtypes", "_progress", "_threadsafe"),  # helpers of no domain
+    ("_compat", "_errors", "_argtypes", "_files", "_progress", "_threadsafe"),  # no domain
     ("core",),  # pure: rng, samplers, plans, collation, pool
     ("_protocols", "testing"),
     ("engine", "sources", "datasets"),

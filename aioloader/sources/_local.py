@@ -1,7 +1,9 @@
 """Samples stored one per file on a local disk.
 
-Each file is opened, read and closed by one call in a worker thread (anyio's), on asyncio
-and trio alike: one thread hop per file, and a cancelled read cannot leave a file open.
+Files are read in pieces of 1 MiB, each in a worker thread (``aioloader._files``: aiofiles
+on asyncio and uvloop, anyio's threads on trio, where aiofiles cannot run). A file no
+larger than one piece, the common case, is opened, read and closed by one call: one
+thread hop per file. A cancelled read never leaves a file open.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
-import anyio
-
 from .._errors import ObjectNotFoundError, SourceError
+from .._files import read_file as read_pieces
 from ._concurrency import gather_ordered
 from ._decode import decode_bytes, decode_named, decode_npy, naming_sample, takes_key
 
@@ -61,20 +62,15 @@ def _check_pattern(pattern: Any) -> None:
         )
 
 
-def _read_whole(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
 async def read_file(path: Path) -> bytes:
-    """All bytes of a file, read in a worker thread that also closes it.
+    """All bytes of a file, read in worker threads (one call when it is small).
 
     Raises:
         ObjectNotFoundError: The file does not exist.
         SourceError: Any other OS error (permission, a directory...).
     """
     try:
-        return await anyio.to_thread.run_sync(_read_whole, path)
+        return await read_pieces(path)
     except FileNotFoundError:
         raise ObjectNotFoundError(f"file not found: {str(path)!r}") from None
     except OSError as exc:

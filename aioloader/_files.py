@@ -1,0 +1,170 @@
+"""Local files read or written in pieces, each piece in a worker thread: aiofiles on asyncio.
+
+A neutral module: the sources (``LocalFiles``, the cache's disk tier) and the sinks (the
+shard writer's spool) all read or write files this way, and a sink may not reach into a
+source's private modules (docs/architecture.md).
+
+Why not aiofiles alone: aiofiles runs each call with asyncio's ``run_in_executor``, so it
+needs a running asyncio loop; on trio it fails (``RuntimeError: no running event loop``).
+On trio, anyio's ``AsyncFile`` does the same work in trio's worker threads. ``AsyncFile``
+below hides the choice, so a caller writes one async code path for asyncio, uvloop and trio.
+
+Cancellation never leaves a file open: ``open_file`` runs the open to its end even when
+cancelled (the caller gets the file and closes it; the cancellation is delivered at its
+next checkpoint), and ``AsyncFile.aclose`` is shielded, because anyio cancels every await
+of a cancelled scope, ``close`` included.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import IO, Any, Literal
+
+import anyio
+import sniffio
+
+__all__ = ("PIECE", "AsyncFile", "open_file", "read_file")
+
+PIECE = 1 << 20
+"""Bytes per worker-thread call when a file is read or written in pieces."""
+
+BinaryMode = Literal["rb", "wb", "ab", "r+b", "xb"]
+
+# The binary io types aiofiles wraps (its ``threadpool.wrap`` refuses others, such as a
+# ``SpooledTemporaryFile``, which anyio's ``AsyncFile`` wraps instead).
+_AIOFILES_TYPES = (io.BufferedIOBase, io.FileIO)
+
+
+def _on_asyncio() -> bool:
+    return sniffio.current_async_library() == "asyncio"
+
+
+class AsyncFile:
+    """A binary file whose calls run in a worker thread; ``aclose`` it (or ``async with``).
+
+    On asyncio (and uvloop) the calls go through aiofiles when it can wrap the file (a file
+    of ``open``), on trio (or for other file objects) through ``anyio.AsyncFile``.
+
+    Attributes:
+        wrapped: The blocking file object, for calls that belong together in one thread
+            call (``flush`` and ``fsync`` before a rename, say).
+    """
+
+    def __init__(self, wrapped: IO[bytes]) -> None:
+        self.wrapped = wrapped
+        self._calls: Any
+        self._close: Callable[[], Awaitable[None]]
+        if _on_asyncio() and isinstance(wrapped, _AIOFILES_TYPES):
+            from aiofiles.threadpool import wrap
+
+            self._calls = wrap(wrapped)
+            self._close = self._calls.close
+        else:
+            self._calls = anyio.wrap_file(wrapped)
+            self._close = self._calls.aclose
+
+    def __repr__(self) -> str:
+        return f"AsyncFile({self.wrapped!r})"
+
+    async def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left when ``size`` < 0); b"" at the end."""
+        data: bytes = await self._calls.read(size)
+        return data
+
+    async def readinto(self, buffer: memoryview) -> int:
+        """Read into ``buffer``; the number of bytes read (0 at the end)."""
+        count: int = await self._calls.readinto(buffer)
+        return count
+
+    async def write(self, data: bytes) -> int:
+        """Write ``data``; the number of bytes written."""
+        written: int = await self._calls.write(data)
+        return written
+
+    async def writelines(self, pieces: Iterable[bytes]) -> None:
+        """Write ``pieces`` one after another, in one worker-thread call."""
+        await self._calls.writelines(pieces)
+
+    async def aclose(self) -> None:
+        """Close the file, even in a cancelled scope (the close is shielded)."""
+        with anyio.CancelScope(shield=True):
+            await self._close()
+
+    async def __aenter__(self) -> AsyncFile:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def open_file(path: str | os.PathLike[str], mode: BinaryMode = "rb") -> AsyncFile:
+    """Open ``path`` in one worker-thread call, as an ``AsyncFile``.
+
+    The open runs to its end even when the caller is cancelled meanwhile (anyio's worker
+    threads are not abandoned), so the caller always gets the file it opened and closes it;
+    the cancellation comes at the caller's next checkpoint. An ``aiofiles.open`` cancelled
+    mid-way would lose the file it opened (open until garbage collection). Errors are
+    ``open``'s (``FileNotFoundError``, ``PermissionError``...).
+    """
+    opened: IO[bytes] = await anyio.to_thread.run_sync(open, path, mode)
+    return AsyncFile(opened)
+
+
+def _open_and_read(
+    path: str | os.PathLike[str], piece: int
+) -> tuple[bytes | int, IO[bytes] | None]:
+    """(In a worker thread.) ``(data, None)``: all bytes of a file no larger than ``piece``,
+    closed; else ``(size, file)``: the size of a larger file, and the file, open."""
+    handle = open(path, "rb")  # noqa: SIM115 - closed below, or by the caller
+    keep = False
+    try:
+        size = os.fstat(handle.fileno()).st_size
+        keep = size > piece
+        return (size, handle) if keep else (handle.read(), None)
+    finally:
+        if not keep:
+            handle.close()
+
+
+async def read_file(path: str | os.PathLike[str], piece: int = PIECE) -> bytes:
+    """All bytes of ``path``, read in pieces of ``piece`` bytes, each in a worker thread.
+
+    A file no larger than one piece (the common case) costs one call: open, read, close.
+    A larger one is read on through ``AsyncFile``, piece by piece, straight into the
+    buffer of the bytes returned (no copy of the whole), and is closed even when the
+    caller is cancelled. Errors are ``open``'s and ``read``'s (``FileNotFoundError``,
+    ``IsADirectoryError``...).
+    """
+    found, handle = await anyio.to_thread.run_sync(_open_and_read, path, piece)
+    if handle is None:
+        assert isinstance(found, bytes)
+        return found
+    assert isinstance(found, int)
+    async with AsyncFile(handle) as rest:
+        return await _read_rest(rest, found, piece)
+
+
+async def _read_rest(file: AsyncFile, size: int, piece: int) -> bytes:
+    """What is left of ``file`` (``size`` bytes when it did not change since its size was
+    taken), read in pieces into one buffer that becomes the bytes returned."""
+    buffer = io.BytesIO(bytes(size))  # untouched zero pages; BytesIO adopts them uncopied
+    view = buffer.getbuffer()
+    filled = 0
+    try:
+        while filled < size:
+            count = await file.readinto(view[filled : filled + piece])
+            if not count:  # the file shrank since its size was taken
+                return bytes(view[:filled])
+            filled += count
+    finally:
+        view.release()
+    grown = await file.read()  # the file grew since its size was taken: the rest
+    return buffer.getvalue() + grown if grown else buffer.getvalue()
