@@ -35,6 +35,7 @@ from .core import GainOffset as GainOffset
 from .core import ImageBatch as ImageBatch
 from .core import ImageBatchCollator as ImageBatchCollator
 from .core import ImageSample as ImageSample
+from .core import JpegCropResize as JpegCropResize
 from .core import MixingSampler as MixingSampler
 from .core import PackCollator as PackCollator
 from .core import PackedBatch as PackedBatch
@@ -108,6 +109,7 @@ __all__ = (
     "ImageBatchCollator",
     "ImageFolder",
     "ImageSample",
+    "JpegCropResize",
     "KnownFutureCache",
     "LoaderClosedError",
     "LoaderStatistics",

@@ -6,6 +6,8 @@ Synchronous, numpy only, no I/O and no threads of its own.
 from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
 from ._digest import digest_batch as digest_batch
 from ._digest import digest_stream as digest_stream
+from ._image_chain import JpegCropResize as JpegCropResize
+from ._image_chain import crop_resize as crop_resize
 from ._image_ops import BatchAugmentation as BatchAugmentation
 from ._image_ops import GainOffset as GainOffset
 from ._image_ops import batch_normals as batch_normals
@@ -71,6 +73,7 @@ __all__ = (
     "ImageBatch",
     "ImageBatchCollator",
     "ImageSample",
+    "JpegCropResize",
     "MixingSampler",
     "PackCollator",
     "PackedBatch",
@@ -93,6 +96,7 @@ __all__ = (
     "TreeCollator",
     "batch_normals",
     "batch_sizes_of",
+    "crop_resize",
     "default_collate",
     "derive",
     "derive_slots",
