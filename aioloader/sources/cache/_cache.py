@@ -25,9 +25,9 @@ See ``docs/object-storage.md`` for the cost model, the tiers and admission.
 from __future__ import annotations
 
 import functools
-import threading
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +165,7 @@ class KnownFutureCache:
         self._writing: dict[int, bytes] = {}  # on their way to disk: served from here
         self._tally = Tally()
         self._now = -1  # the latest step a batch read was matched to: when uses happen
-        self._disk_jobs = 0
-        self._disk_done = 0
-        self._disk_turn = threading.Condition()
+        self._disk_tail: anyio.Event | None = None  # the latest disk job ends when it is set
         # reads take turns to classify their samples and choose what to read ahead, so that
         # reads of several steps started at once never split a shard's run between them
         self._choosing = PerLoop(anyio.Lock)
@@ -242,9 +240,13 @@ class KnownFutureCache:
             self.memory.rank(index, self._next_use(index))
             return True
         disk = self.disk
-        if disk is not None and self._source is not None and disk.fits(size):
+        if disk is not None and not disk.degraded and self._source is not None and disk.fits(size):
             path = self._disk_path(index, data)
-            disk.write(path, data)
+            try:
+                disk.write_now(path, data)
+            except OSError as error:
+                self._disk_failed(error)
+                return False
             disk.add(index, size)
             disk.paths[index] = path
             disk.rank(index, self._next_use(index))
@@ -336,13 +338,21 @@ class KnownFutureCache:
                 and planner.planned_until - step <= self.lookahead_steps + self.window_steps
             ):
                 await self._extend(planner)
+            # a failure is raised as itself, never in an exception group: the same errors
+            # reach the user with and without a cache (the fetch's first)
+            failures: list[Exception] = []
             async with anyio.create_task_group() as group:
                 if planner is not None and planner.wanted_window() is not None:
-                    group.start_soon(self._extend, planner)
+                    group.start_soon(_noting, failures, self._extend, planner)
                 if on_disk:
-                    group.start_soon(self._read_disk, on_disk, found, damaged)
+                    group.start_soon(_noting, failures, self._read_disk, on_disk, found, damaged)
                 if claimed or ahead:
-                    await self._fetch(source, claimed, ahead, found)
+                    try:
+                        await self._fetch(source, claimed, ahead, found)
+                    except Exception as error:
+                        failures.insert(0, error)
+            if failures:
+                raise failures[0]
             if damaged:
                 again: dict[int, _Pending] = {}
                 for unit in damaged:
@@ -441,10 +451,7 @@ class KnownFutureCache:
     async def _read_disk(
         self, on_disk: dict[int, Path], found: dict[int, bytes], damaged: list[int]
     ) -> None:
-        def read_all() -> dict[int, bytes | None]:
-            return {unit: DiskTier.read(path) for unit, path in on_disk.items()}
-
-        for unit, data in (await anyio.to_thread.run_sync(read_all)).items():
+        for unit, data in (await DiskTier.read_many(on_disk)).items():
             if data is None:  # deleted or damaged meanwhile: a miss after all
                 self._tally.hits -= 1
                 self._tally.disk_hits -= 1
@@ -751,7 +758,7 @@ class KnownFutureCache:
         self, unit: int, data: bytes, when: int, deletes: list[Path], writes: _Writes
     ) -> None:
         disk = self.disk
-        if disk is None or unit in disk:
+        if disk is None or disk.degraded or unit in disk:
             return
         victims = disk.room_for(len(data), when)
         if victims is None:
@@ -767,36 +774,63 @@ class KnownFutureCache:
         writes.append((unit, path, data))
 
     async def _run_disk_job(self, deletes: list[Path], writes: _Writes) -> None:
-        """Delete evicted files, then write new ones, in a worker thread, jobs in order.
+        """Delete evicted files, then write new ones, jobs in the order they were decided.
 
-        Jobs run in the order they were decided, each deleting before it writes, so the
-        files on disk never exceed the bound even while several jobs are in flight.
+        Each job waits for the one before it and deletes before it writes, so the files on
+        disk never exceed the bound even while several jobs are in flight. An I/O error
+        degrades the cache to memory only (see ``_disk_failed``): the write's bytes are
+        unbooked, and its temporary file removed; the batch is not affected.
         """
         disk = self.disk
         assert disk is not None
-        turn = self._disk_jobs
-        self._disk_jobs += 1
-
-        def job() -> None:
-            with self._disk_turn:
-                self._disk_turn.wait_for(lambda: self._disk_done == turn)
-            try:
-                for path in deletes:
-                    disk.delete(path)
-                for unit, path, data in writes:
-                    if disk.paths.get(unit) == path:  # not evicted meanwhile
-                        disk.write(path, data)
-            finally:
-                with self._disk_turn:
-                    self._disk_done += 1
-                    self._disk_turn.notify_all()
-
+        previous = self._disk_tail
+        self._disk_tail = done = anyio.Event()
+        failed: list[tuple[int, Path]] = []
+        error: OSError | None = None
         try:
-            await anyio.to_thread.run_sync(job)
+            if previous is not None:
+                await previous.wait()
+            for path in deletes:
+                try:
+                    await disk.delete(path)
+                except OSError as exc:
+                    error = error or exc
+            for unit, path, data in writes:
+                if disk.paths.get(unit) != path:
+                    continue  # evicted meanwhile
+                if error is not None or disk.degraded:
+                    failed.append((unit, path))
+                    continue
+                try:
+                    await disk.write(path, data)
+                except OSError as exc:
+                    error = exc
+                    failed.append((unit, path))
         finally:
+            done.set()
             for unit, _, data in writes:
                 if self._writing.get(unit) is data:
                     del self._writing[unit]
+        for unit, path in failed:  # booked when decided: unbooked, never written
+            if disk.paths.get(unit) == path:
+                disk.remove(unit, evicted=False)
+                del disk.paths[unit]
+        if error is not None:
+            self._disk_failed(error)
+
+    def _disk_failed(self, error: OSError) -> None:
+        """A disk-tier I/O error: counted, and the tier takes no new entries from now on
+        (memory only); the first one warns. Entries already on disk are still read."""
+        self._tally.disk_errors += 1
+        disk = self.disk
+        if disk is not None and not disk.degraded:
+            disk.degraded = True
+            warnings.warn(
+                f"aioloader: the KnownFutureCache disk tier in {str(disk.directory)!r} failed "
+                f"({error}); the cache goes on in memory only",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     # -- statistics -------------------------------------------------------------------
 
@@ -818,6 +852,7 @@ class KnownFutureCache:
             disk_bytes=0 if disk is None else disk.bytes,
             disk_peak_bytes=0 if disk is None else disk.peak,
             disk_max_bytes=0 if disk is None else disk.max_bytes,
+            disk_degraded=disk is not None and disk.degraded,
             entries=len(memory) if disk is None else len(memory.sizes.keys() | disk.sizes.keys()),
             mean_prefetch_lead_seconds=lead,
             planner_bytes=0 if self._planner is None else self._planner.nbytes,
@@ -829,6 +864,17 @@ class KnownFutureCache:
             f"KnownFutureCache(max_bytes={self.max_bytes}{disk}, policy={self.policy!r}, "
             f"lookahead_steps={self.lookahead_steps})"
         )
+
+
+async def _noting(
+    failures: list[Exception], work: Callable[..., Awaitable[object]], *args: Any
+) -> None:
+    """Await ``work(*args)``; an ``Exception`` it raises is noted in ``failures`` instead
+    of raised, so that no task group wraps it."""
+    try:
+        await work(*args)
+    except Exception as error:
+        failures.append(error)
 
 
 class _Turn:

@@ -41,6 +41,10 @@ class CacheStatistics:
         disk_bytes: Bytes of entry files now (never above ``disk_max_bytes``).
         disk_peak_bytes: Most bytes of entry files ever.
         disk_max_bytes: The disk tier's bound (0 without one).
+        disk_errors: I/O errors of the disk tier (the first one warns and degrades the
+            cache to memory only; the batches are not affected).
+        disk_degraded: Whether an I/O error turned the disk tier off: it takes no new
+            entries (those on disk are still read, each checked).
         entries: Samples held now (in either tier or both).
         prefetched: Samples read ahead of their step and kept.
         prefetch_hits: Batch reads served by an entry read ahead for them.
@@ -71,6 +75,8 @@ class CacheStatistics:
     disk_bytes: int
     disk_peak_bytes: int
     disk_max_bytes: int
+    disk_errors: int
+    disk_degraded: bool
     entries: int
     prefetched: int
     prefetch_hits: int
@@ -94,6 +100,7 @@ class Tally:
         *("bytes_used", "bytes_between", "bytes_dropped", "bytes_waiting"),
         *("prefetched", "prefetch_hits"),
         "planned_batches",
+        "disk_errors",
     )
     """The counters that ``CacheStatistics`` reports as they are."""
 
@@ -102,6 +109,7 @@ class Tally:
         self.bytes_fetched = self.bytes_used = self.bytes_waiting = 0
         self.bytes_between = self.bytes_dropped = 0
         self.prefetched = self.prefetch_hits = self.planned_batches = 0
+        self.disk_errors = 0
         self.lead_total = 0.0
 
     def counts(self) -> dict[str, int]:

@@ -15,7 +15,7 @@ import pytest
 
 from aioloader.sources._tar import TarShards
 from aioloader.sources.cache import KnownFutureCache
-from aioloader.sources.cache._disk import DiskTier, entry_name, shard_folder
+from aioloader.sources.cache._disk import MARKER, DiskTier, entry_name, shard_folder, temp_for
 from tests.sources.cache.helpers import (
     SHARDS,
     LoggedShards,
@@ -33,20 +33,21 @@ DATASET = sum(len(blob) for blob in BLOBS)
 
 
 def _files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file())
+    """The tier's entry and temporary files (its marker aside)."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MARKER)
 
 
 def test_entries_are_written_whole_and_checked_when_read(tmp_path: Path) -> None:
     tier = DiskTier(tmp_path, 100, "belady")
     path = tier.path_for(0, "a.tar", "v1", 10, 15, b"hello")
     assert path == tmp_path / shard_folder("a.tar", "v1") / entry_name(10, 15, b"hello")
-    tier.write(path, b"hello")
+    tier.write_now(path, b"hello")
     assert _files(tmp_path) == [path]  # no temporary file left
-    assert DiskTier.read(path) == b"hello"
+    assert DiskTier.read_now(path) == b"hello"
     path.write_bytes(b"hellp")  # same size, other bytes: the CRC-32 in the name catches it
-    assert DiskTier.read(path) is None
+    assert DiskTier.read_now(path) is None
     assert not path.exists()  # a damaged entry is deleted, never served
-    assert DiskTier.read(path) is None  # gone: a miss
+    assert DiskTier.read_now(path) is None  # gone: a miss
 
 
 def test_open_keeps_whole_entries_of_current_shards_within_the_bound(tmp_path: Path) -> None:
@@ -54,9 +55,9 @@ def test_open_keeps_whole_entries_of_current_shards_within_the_bound(tmp_path: P
     spans = {("a.tar", 0, 5): 0, ("a.tar", 5, 10): 1, ("a.tar", 10, 20): 2}
     for (key, start, end), unit in spans.items():
         data = bytes(range(start, end))
-        tier.write(tier.path_for(unit, key, "v1", start, end, data), data)
+        tier.write_now(tier.path_for(unit, key, "v1", start, end, data), data)
     folder = tmp_path / shard_folder("a.tar", "v1")
-    (folder / "0-5-00000000.tmp123-1").write_bytes(b"part")  # a write cut by a crash
+    _dead_writers_temp(folder / "0-5-00000000").write_bytes(b"part")  # cut by a crash
     (folder / "20-30-00000000").write_bytes(b"short")  # size does not match its name
     old = tmp_path / shard_folder("a.tar", "v0")  # the shard changed since
     old.mkdir()
@@ -72,6 +73,19 @@ def test_open_keeps_whole_entries_of_current_shards_within_the_bound(tmp_path: P
     assert [p.name for p in _files(tmp_path)] == sorted(
         entry_name(s, e, bytes(range(s, e))) for s, e in ((0, 5), (5, 10))
     )
+
+
+def _dead_pid() -> int:
+    """The pid of a process of this host that has ended (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _dead_writers_temp(path: Path) -> Path:
+    """``path``'s temporary name as a writer of this host that has died would have made it."""
+    host, _, rest = temp_for(path).name.rpartition(".tmp-")[2].partition("-")
+    return path.with_name(f"{path.name}.tmp-{host}-{_dead_pid()}-{rest.partition('-')[2]}")
 
 
 _CHILD = """

@@ -26,5 +26,6 @@ def test_the_tally_counts_under_the_names_of_the_snapshot() -> None:
         "prefetched": 0,
         "prefetch_hits": 0,
         "planned_batches": 2,
+        "disk_errors": 0,
         "bytes_unused": 0,
     }
