@@ -31,7 +31,8 @@ retried (it would trickle again). So with the defaults a URL takes at most about
 Addresses: redirects are followed here, not by the client library, and each hop's host
 is checked by the ``AddressPolicy`` (see ``_http_policy``): by default only public
 addresses; a refused one ends the URL as ``"blocked_address"``, a redirect to a scheme
-other than http(s) as ``"invalid_url"``, the same on both client libraries.
+other than http(s) as ``"invalid_url"``, the same on both client libraries and whatever
+``trust_env`` says (no proxy from the environment is ever used).
 """
 
 from __future__ import annotations
@@ -143,14 +144,15 @@ class HttpFetcher:
         max_redirects: Redirects followed before failing with ``"redirects"``.
         max_retry_after: Longest ``Retry-After`` wait honoured, in seconds.
         headers: Extra request headers (a ``User-Agent`` is sent unless given here).
-        trust_env: Whether proxy settings (and ``.netrc``) are read from the environment;
-            off by default: with aiohttp it costs two thread hand-offs per request.
+        trust_env: Whether ``.netrc`` credentials (``$NETRC`` or ``~/.netrc``) are sent,
+            per host. Proxy settings in the environment (``HTTP_PROXY``, ``HTTPS_PROXY``,
+            ``ALL_PROXY``) are never used, whatever this says: a proxy connects on its
+            own, out of the address policy's reach.
         client: ``"auto"`` (aiohttp on asyncio when installed, else httpx), ``"aiohttp"``
             (asyncio only) or ``"httpx"``.
         transport: An httpx async transport to send requests through (``client="httpx"``;
-            tests, custom TLS). Host names it resolves are not checked by ``allow``'s
-            policy (IP literals still are); neither are those a proxy from the
-            environment (``trust_env``) reaches.
+            tests, custom TLS, a proxy you choose). It connects on its own, so host names
+            it resolves are not checked by ``allow``'s policy (IP literals still are).
         allow: The ``AddressPolicy``, or what it allows besides public addresses: CIDRs,
             addresses and host names (``["127.0.0.1"]``, ``["10.0.0.0/8"]``). Default:
             loopback, link-local, private, multicast, reserved and unspecified addresses

@@ -13,16 +13,22 @@ and an async iterator of body chunks, and classifies its library's exceptions as
 Both adapters resolve host names themselves and connect only to the addresses the
 ``AddressPolicy`` allows: aiohttp through a resolver that filters what the system resolver
 answers, httpx through an httpcore network backend that resolves, checks and connects to
-the checked address. (IP literals skip the resolver; ``HttpFetcher`` checks those.)
+the checked address. (IP literals skip the resolver; ``HttpFetcher`` checks those.) This
+holds whatever ``trust_env`` says: neither adapter ever sends a request through a proxy
+named in the environment (a proxy connects on its own, where no check can follow), so
+``trust_env`` only reads ``.netrc`` credentials, per host, the same on both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import netrc
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from ._concurrency import running_asyncio_loop
 from ._http_policy import AddressPolicy, BlockedAddressError, resolve
@@ -77,6 +83,37 @@ class ClientAdapter:
         raise NotImplementedError
 
 
+def _read_netrc() -> netrc.netrc | None:
+    """The ``.netrc`` file (``$NETRC`` or ``~/.netrc``), or None when absent or unreadable."""
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        return netrc.netrc(path)
+    except (OSError, netrc.NetrcParseError):
+        return None
+
+
+class _Netrc:
+    """``.netrc`` credentials per host, read once in a worker thread (``trust_env``)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._file: netrc.netrc | None = None
+        self._read = False
+
+    async def credentials(self, url: str, headers: dict[str, str]) -> tuple[str, str] | None:
+        """(login, password) for ``url``'s host, unless headers already authorise."""
+        if not self._enabled or "authorization" in headers:
+            return None
+        if not self._read:
+            import anyio
+
+            self._file = await anyio.to_thread.run_sync(_read_netrc)
+            self._read = True
+        host = urlsplit(url).hostname
+        found = None if self._file is None or not host else self._file.authenticators(host)
+        return None if found is None else (found[0], found[2] or "")
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0][:200] if text else type(exc).__name__
@@ -117,6 +154,7 @@ class _Aiohttp(ClientAdapter):
 
         self._aiohttp = aiohttp
         self._settings = settings
+        self._netrc = _Netrc(settings.trust_env)
         connector = aiohttp.TCPConnector(
             limit=settings.max_in_flight,
             limit_per_host=0,
@@ -130,13 +168,16 @@ class _Aiohttp(ClientAdapter):
                 sock_connect=settings.connect_timeout,
                 sock_read=settings.read_timeout,
             ),
-            trust_env=settings.trust_env,
+            trust_env=False,  # never a proxy from the environment (see the module's doc)
             auto_decompress=True,
         )
 
     @contextlib.asynccontextmanager
     async def get(self, url: str, headers: dict[str, str]) -> AsyncIterator[Response]:
-        async with self._session.get(url, allow_redirects=False, headers=headers) as response:
+        login = await self._netrc.credentials(url, headers)
+        auth = None if login is None else self._aiohttp.BasicAuth(*login)
+        request = self._session.get(url, allow_redirects=False, headers=headers, auth=auth)
+        async with request as response:
             headers = {k.lower(): v for k, v in response.headers.items()}
             yield Response(
                 response.status,
@@ -203,6 +244,7 @@ class _Httpx(ClientAdapter):
 
         self._httpx = httpx
         self._settings = settings
+        self._netrc = _Netrc(settings.trust_env)
         timeout = httpx.Timeout(
             connect=settings.connect_timeout,
             read=settings.read_timeout,
@@ -215,7 +257,7 @@ class _Httpx(ClientAdapter):
             keepalive_expiry=5.0,
         )
         transport = settings.transport
-        if transport is None and not settings.trust_env:
+        if transport is None:
             from ._http_transport import PolicyTransport
 
             transport = PolicyTransport(settings.policy, limits)
@@ -223,13 +265,15 @@ class _Httpx(ClientAdapter):
             timeout=timeout,
             limits=limits,
             follow_redirects=False,
-            trust_env=settings.trust_env,
+            trust_env=False,  # never a proxy from the environment (see the module's doc)
             transport=transport,
         )
 
     @contextlib.asynccontextmanager
     async def get(self, url: str, headers: dict[str, str]) -> AsyncIterator[Response]:
-        async with self._client.stream("GET", url, headers=headers) as response:
+        auth = await self._netrc.credentials(url, headers)
+        request = self._client.stream("GET", url, headers=headers, auth=auth)
+        async with request as response:
             headers = {k.lower(): v for k, v in response.headers.items()}
             chunks = _HttpxChunks(response)
             try:

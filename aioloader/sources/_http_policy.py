@@ -3,10 +3,15 @@
 A URL list from the web can name any host, and a redirect can send a fetch anywhere:
 to the machine itself (``127.0.0.1``), the cloud metadata service (``169.254.169.254``) or
 a private network. So by default every address that is not globally routable is refused:
-loopback, link-local, private, multicast, reserved and unspecified ones (IPv4 and IPv6,
-IPv4-mapped IPv6 included). The check runs on the resolved addresses of every hop,
-redirects included, and the connection is opened to the address that was checked (no
-second lookup a rebinding DNS server could answer differently).
+loopback, link-local, private, multicast, reserved and unspecified ones (IPv4 and IPv6).
+An IPv6 address that carries an IPv4 address is judged by the IPv4 address it reaches:
+IPv4-mapped (``::ffff:a.b.c.d``), 6to4 (``2002::/16``, the IPv4 in bits 16-48), NAT64
+(``64:ff9b::/96``, the IPv4 in the last 32 bits) and Teredo (``2001::/32``, the client's
+IPv4 is the bitwise NOT of the last 32 bits). So ``2002:7f00:1::1`` is refused as the
+loopback address it embeds, and ``64:ff9b::5db8:d822`` (a public IPv4 through NAT64) passes.
+The check runs on the resolved addresses of every hop, redirects included, and the
+connection is opened to the address that was checked (no second lookup a rebinding DNS
+server could answer differently).
 
 ``AddressPolicy(allow=["127.0.0.1", "10.0.0.0/8", "files.internal"])`` lets chosen
 networks (CIDRs or single addresses) and host names through.
@@ -19,7 +24,7 @@ import socket
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ("AddressPolicy", "BlockedAddressError", "as_policy")
+__all__ = ("AddressPolicy", "BlockedAddressError", "as_policy", "embedded_ipv4")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -28,10 +33,37 @@ class BlockedAddressError(OSError):
     """A host resolved only to addresses the ``AddressPolicy`` refuses."""
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_TEREDO = ipaddress.IPv6Network("2001::/32")
+_SIXTOFOUR = ipaddress.IPv6Network("2002::/16")
+
+
+def embedded_ipv4(address: IPAddress) -> tuple[str, ipaddress.IPv4Address] | None:
+    """(form, IPv4 address) an IPv6 address carries and reaches, or None.
+
+    The forms: ``"IPv4-mapped"``, ``"6to4"``, ``"NAT64"`` and ``"Teredo"`` (its client).
+    """
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    bits = int(address)
+    if address.ipv4_mapped is not None:
+        return "IPv4-mapped", address.ipv4_mapped
+    if address in _SIXTOFOUR:
+        return "6to4", ipaddress.IPv4Address((bits >> 80) & 0xFFFFFFFF)
+    if address in _NAT64:
+        return "NAT64", ipaddress.IPv4Address(bits & 0xFFFFFFFF)
+    if address in _TEREDO:
+        return "Teredo", ipaddress.IPv4Address(~bits & 0xFFFFFFFF)
+    return None
+
+
 def _kind(address: IPAddress) -> str | None:
     """Why ``address`` is not public (None when it is)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _kind(address.ipv4_mapped)
+    embedded = embedded_ipv4(address)
+    if embedded is not None:
+        form, ipv4 = embedded
+        kind = _kind(ipv4)
+        return None if kind is None else f"{kind} ({form}, embeds {ipv4})"
     checks = (
         ("unspecified", address.is_unspecified),
         ("loopback", address.is_loopback),
@@ -41,7 +73,7 @@ def _kind(address: IPAddress) -> str | None:
         ("private", address.is_private),
         ("reserved", not address.is_global),
     )
-    return next((name for name, hit in checks if hit), None)
+    return next((f"{name} address" for name, hit in checks if hit), None)
 
 
 LITERALS_KEPT = 4096
@@ -85,10 +117,12 @@ class AddressPolicy:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
         except ValueError:
             return f"{address!r} is not an IP address"
-        if any(ip in network for network in self.networks):
+        embedded = embedded_ipv4(ip)
+        candidates = (ip,) if embedded is None else (ip, embedded[1])
+        if any(each in network for each in candidates for network in self.networks):
             return None
         kind = _kind(ip)
-        return None if kind is None else f"{host} -> {ip} is a {kind} address"
+        return None if kind is None else f"{host} -> {ip} is a {kind}"
 
     def literal_refusal(self, host: str) -> str | None:
         """``refusal`` for a host that is an IP literal; None for names (checked once resolved).

@@ -7,9 +7,11 @@ what the server will do; nothing waits on a clock to synchronise. Tests run on a
 
 from __future__ import annotations
 
+import base64
 import itertools
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -483,3 +485,76 @@ async def test_a_redirect_to_another_scheme_fails_the_same_on_every_client(
         result = await fetcher.fetch(server.url("/goto?" + target))
     assert (result.reason, result.attempts, result.final_url) == ("invalid_url", 1, target)
     assert result.detail == f"only http(s) URLs are fetched, not {target.split(':')[0]}:"
+
+
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+def _environment_proxy(monkeypatch: pytest.MonkeyPatch, proxy: str | None) -> None:
+    """Set (or clear) the proxy variables of the environment, both spellings."""
+    for name in _PROXY_VARIABLES:
+        for spelling in (name, name.lower()):
+            monkeypatch.delenv(spelling, raising=False)
+    if proxy is not None:
+        for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.setenv(name, proxy)
+
+
+@pytest.mark.parametrize("trust_env", [False, True])
+@pytest.mark.parametrize("proxy", [None, "server"])
+async def test_a_host_name_resolving_to_loopback_is_refused_whatever_trust_env_says(
+    server: HttpTestServer,
+    client: str,
+    trust_env: bool,
+    proxy: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``localhost`` resolves to 127.0.0.1 from the hosts file: no DNS traffic.
+
+    With ``proxy="server"`` the environment names the loopback server as an HTTP proxy: a
+    client that used it would hand the request on unchecked (the server answers a proxied
+    request 404, counted under the absolute URL).
+    """
+    _environment_proxy(monkeypatch, None if proxy is None else server.base)
+    path = f"/img/named-{client}-{trust_env}-{proxy}.jpg"
+    url = server.url(path).replace("127.0.0.1", "localhost")
+    async with _fetcher(client, allow=None, trust_env=trust_env) as fetcher:
+        result = await fetcher.fetch(url)
+    assert (result.reason, result.attempts, result.body) == ("blocked_address", 1, None)
+    assert "localhost -> 127.0.0.1 is a loopback address" in result.detail
+    assert (server.count(path), server.count(url)) == (0, 0)
+
+
+async def test_a_proxy_in_the_environment_is_not_used(
+    server: HttpTestServer, client: str, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Port 9 on loopback refuses connections: a client that used the proxy would fail."""
+    _environment_proxy(monkeypatch, "http://127.0.0.1:9")
+    path = f"/img/{n}.jpg"
+    async with _fetcher(client, trust_env=True) as fetcher:
+        result = await fetcher.fetch(server.url(path))
+    assert (result.ok, result.body) == (True, jpeg_bytes(n))
+    assert server.count(path) == 1
+
+
+async def test_trust_env_sends_netrc_credentials_per_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    (tmp_path / "netrc").write_text("machine files.test login ann password s3cret\n")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    seen: list[tuple[str, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.host, request.headers.get("authorization")))
+        return httpx.Response(200, content=b"ok")
+
+    for trust_env in (False, True):
+        fetcher = _fetcher("httpx", transport=httpx.MockTransport(handler), trust_env=trust_env)
+        async with fetcher:
+            for host in ("files.test", "other.test"):
+                assert (await fetcher.fetch(f"http://{host}/a")).body == b"ok"
+    basic = "Basic " + base64.b64encode(b"ann:s3cret").decode()
+    assert seen == [("files.test", None), ("other.test", None),
+                    ("files.test", basic), ("other.test", None)]  # fmt: skip

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
-from aioloader.sources._http_policy import AddressPolicy, BlockedAddressError, as_policy
+from aioloader.sources._http_policy import (
+    AddressPolicy,
+    BlockedAddressError,
+    as_policy,
+    embedded_ipv4,
+)
 
 
 @pytest.mark.parametrize(
@@ -22,11 +29,65 @@ from aioloader.sources._http_policy import AddressPolicy, BlockedAddressError, a
         ("0.0.0.0", "unspecified"),
         ("240.0.0.1", "reserved"),
         ("100.64.0.1", "reserved"),
-        ("::ffff:7f00:1", "loopback"),
     ],
 )
 def test_non_public_addresses_are_refused_by_default(address: str, kind: str) -> None:
     assert AddressPolicy().refusal("h", address) == f"h -> {address} is a {kind} address"
+
+
+@pytest.mark.parametrize(
+    ("address", "refusal"),
+    [
+        ("::ffff:7f00:1", "loopback address (IPv4-mapped, embeds 127.0.0.1)"),
+        ("::ffff:a9fe:a9fe", "link-local address (IPv4-mapped, embeds 169.254.169.254)"),
+        ("2002:7f00:1::1", "loopback address (6to4, embeds 127.0.0.1)"),
+        ("2002:a9fe:a9fe::1", "link-local address (6to4, embeds 169.254.169.254)"),
+        ("2002:c0a8:101:5::9", "private address (6to4, embeds 192.168.1.1)"),
+        ("64:ff9b::7f00:1", "loopback address (NAT64, embeds 127.0.0.1)"),
+        ("64:ff9b::a9fe:a9fe", "link-local address (NAT64, embeds 169.254.169.254)"),
+        ("64:ff9b::a01:203", "private address (NAT64, embeds 10.1.2.3)"),
+        # Teredo: the client's IPv4 is the bitwise NOT of the last 32 bits
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback address (Teredo, embeds 127.0.0.1)"),
+        (
+            "2001:0:4136:e378:8000:63bf:5601:5601",
+            "link-local address (Teredo, embeds 169.254.169.254)",
+        ),
+        ("2001:0:4136:e378:8000:63bf:f5fe:fdfc", "private address (Teredo, embeds 10.1.2.3)"),
+    ],
+)
+def test_ipv6_forms_that_embed_a_refused_ipv4_are_refused(address: str, refusal: str) -> None:
+    assert AddressPolicy().refusal("h", address) == f"h -> {address} is a {refusal}"
+    assert (
+        AddressPolicy().literal_refusal(f"[{address}]") == f"{address} -> {address} is a {refusal}"
+    )
+    with pytest.raises(BlockedAddressError, match=r"embeds"):
+        AddressPolicy().allowed("h", [address])
+
+
+@pytest.mark.parametrize(
+    ("address", "form", "ipv4"),
+    [
+        ("::ffff:5db8:d822", "IPv4-mapped", "93.184.216.34"),
+        ("2002:5db8:d822::1", "6to4", "93.184.216.34"),
+        ("64:ff9b::5db8:d822", "NAT64", "93.184.216.34"),
+        ("2001:0:4136:e378:8000:63bf:a247:27dd", "Teredo", "93.184.216.34"),
+    ],
+)
+def test_embedded_forms_are_judged_by_the_ipv4_they_reach(
+    address: str, form: str, ipv4: str
+) -> None:
+    assert embedded_ipv4(ipaddress.ip_address(address)) == (form, ipaddress.IPv4Address(ipv4))
+    assert AddressPolicy().refusal("h", address) is None  # a public IPv4 behind it passes
+    loopback = {"IPv4-mapped": "::ffff:7f00:1", "6to4": "2002:7f00:1::",
+                "NAT64": "64:ff9b::7f00:1", "Teredo": "2001::80ff:fffe"}[form]  # fmt: skip
+    allowed = AddressPolicy(["127.0.0.0/8"])  # the allow list sees the embedded IPv4 too
+    assert allowed.refusal("h", loopback) is None
+    assert AddressPolicy().refusal("h", loopback) is not None
+
+
+def test_addresses_without_an_embedded_ipv4_have_none() -> None:
+    for address in ("127.0.0.1", "::1", "2606:2800:220:1:248:1893:25c8:1946", "2001:db8::1"):
+        assert embedded_ipv4(ipaddress.ip_address(address)) is None
 
 
 @pytest.mark.parametrize("address", ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"])
