@@ -3,7 +3,8 @@
 Both make an object appear whole or not at all. A local file is written under a hidden
 partial name (``.{name}.partial-{host}-{pid}``), flushed to disk, then renamed into place;
 an object store upload is atomic by itself (a multipart upload becomes visible only when it
-completes). The writer runs these calls in worker threads.
+completes). The writer runs these calls in worker threads, and writes a shard's spool in
+pieces (``aioloader._files``: aiofiles on asyncio, anyio's threads on trio).
 
 Both also write conditionally (``put_conditional``): create only when absent, or replace
 only the version this writer read, so two writers on one destination cannot overwrite each
@@ -97,7 +98,11 @@ class Destination:
         raise NotImplementedError
 
     def open_spool(self, name: str) -> IO[bytes]:
-        """A binary file to write the shard ``name`` into, before ``commit_spool``."""
+        """A binary file to write the shard ``name`` into, before ``commit_spool``.
+
+        The writer opens it in a worker thread and writes it in pieces of 1 MiB, each in a
+        worker thread (through aiofiles on asyncio when it is a file of ``open``).
+        """
         raise NotImplementedError
 
     def commit_spool(self, name: str, spool: IO[bytes], size: int) -> None:

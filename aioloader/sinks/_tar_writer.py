@@ -31,11 +31,12 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import anyio
 
 from .._errors import ResumeMismatchError, WriterConflictError
+from .._files import PIECE, AsyncFile
 from ..core._check import positive
 from ..sources._tar_index import ShardIndex, TarSampleEntry
 from ._destination import Destination, VersionConflictError, make_destination
@@ -73,16 +74,20 @@ class WriterStatistics:
     multipart_uploads: int
 
 
-_PIECE = 1 << 20
-"""Bytes a shard gathers on the event loop before one worker-thread call writes and hashes
-them: the loop never touches the file or the digest."""
+def _hash(digest: Any, pieces: list[bytes]) -> None:
+    for piece in pieces:
+        digest.update(piece)
 
 
 @dataclass
 class _Pending:
+    """The shard being written: it gathers ``PIECE`` bytes on the event loop, then
+    ``write_out`` hashes them in a worker thread and writes them to the spool through
+    ``AsyncFile`` (aiofiles on asyncio): the loop never touches the file or the digest."""
+
     name: str
     first: int | None
-    spool: IO[bytes] | None = None  # opened by the first ``write_out``, in a worker thread
+    spool: AsyncFile | None = None  # opened by the first ``write_out``, in a worker thread
     size: int = 0
     digest: Any = field(default_factory=hashlib.sha256)
     entries: list[TarSampleEntry] = field(default_factory=list)
@@ -95,19 +100,22 @@ class _Pending:
         self.gathered_bytes += len(data)
         self.size += len(data)
 
-    def write_out(self, destination: Destination) -> None:
-        """(In a worker thread, while the writer awaits it.) Append the gathered pieces to the
-        spool, opening it first, and hash them."""
+    async def write_out(self, destination: Destination) -> None:
+        """Hash the gathered pieces and append them to the spool, opening it first; each
+        step in a worker thread. Runs to its end once started (shielded), so the digest
+        and the spool always hold the same bytes."""
         pieces, self.gathered, self.gathered_bytes = self.gathered, [], 0
-        if self.spool is None:
-            self.spool = destination.open_spool(self.name)
-        for piece in pieces:
-            self.digest.update(piece)
-        self.spool.writelines(pieces)
+        with anyio.CancelScope(shield=True):
+            if self.spool is None:
+                opened = await anyio.to_thread.run_sync(destination.open_spool, self.name)
+                self.spool = AsyncFile(opened)
+            await anyio.to_thread.run_sync(_hash, self.digest, pieces)
+            await self.spool.writelines(pieces)
 
     def abort(self, destination: Destination) -> None:
+        """(Blocking.) Close and drop the spool."""
         if self.spool is not None:
-            destination.abort_spool(self.name, self.spool)
+            destination.abort_spool(self.name, self.spool.wrapped)
 
 
 class TarShardWriter:
@@ -330,23 +338,28 @@ class TarShardWriter:
         pending.entries.append(TarSampleEntry(key, tuple(entry_fields)))
         if len(pending.entries) >= self.max_samples or pending.size >= self.max_bytes:
             await self.commit()
-        elif pending.gathered_bytes >= _PIECE:
+        elif pending.gathered_bytes >= PIECE:
             await self._write_out(pending)
 
     async def _write_out(self, pending: _Pending) -> None:
-        """Write and hash what ``pending`` gathered, in a worker thread (the loop goes on).
+        """Hash and write what ``pending`` gathered, in worker threads (the loop goes on).
 
-        A cancellation leaves the shard whole: the call either never starts (the pieces stay
-        gathered) or runs to its end.
+        A cancellation leaves the shard whole: the write either never starts (the pieces
+        stay gathered) or runs to its end.
         """
+        await anyio.lowlevel.checkpoint_if_cancelled()
         try:
-            await anyio.to_thread.run_sync(pending.write_out, self.destination)
+            await pending.write_out(self.destination)
         except Exception:
             self._closed = True  # the pending shard is lost: do not write on
             self._pending = None
-            with contextlib.suppress(Exception):
-                pending.abort(self.destination)
+            await self._abort_pending(pending)
             raise
+
+    async def _abort_pending(self, pending: _Pending) -> None:
+        """Close and drop ``pending``'s spool in a worker thread, even when cancelled."""
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await anyio.to_thread.run_sync(pending.abort, self.destination)
 
     def record_failure(self, failure: FailureRecord, *, input_digest: str | None = None) -> None:
         """Add the failure record of an input that produced no sample (no I/O).
@@ -373,7 +386,6 @@ class TarShardWriter:
 
         def publish() -> ShardRecord:
             destination = self.destination
-            pending.write_out(destination)  # the last piece, and the shard's digest
             assert pending.spool is not None
             record = ShardRecord(
                 name=pending.name,
@@ -385,7 +397,7 @@ class TarShardWriter:
                 failed=len(pending.failures),
                 input_digest=input_digest,
             )
-            destination.commit_spool(pending.name, pending.spool, pending.size)
+            destination.commit_spool(pending.name, pending.spool.wrapped, pending.size)
             destination.put_bytes(record.index_name, index.to_json().encode())
             if failures:
                 destination.put_bytes(record.failures_name, failures.encode())
@@ -395,11 +407,11 @@ class TarShardWriter:
             return record
 
         try:
+            await pending.write_out(self.destination)  # the last piece, and the shard's digest
             record = await anyio.to_thread.run_sync(publish)
         except BaseException:
             self._closed = True  # the manifest on disk is the truth; do not write on
-            with contextlib.suppress(Exception):
-                pending.abort(self.destination)
+            await self._abort_pending(pending)
             raise
         if self.on_commit is not None:
             self.on_commit(record)
