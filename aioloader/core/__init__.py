@@ -6,6 +6,8 @@ Synchronous, numpy only, no I/O and no threads of its own.
 from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
 from ._digest import digest_batch as digest_batch
 from ._digest import digest_stream as digest_stream
+from ._identity import sampler_identity as sampler_identity
+from ._identity import values_digest as values_digest
 from ._image_chain import JpegCropResize as JpegCropResize
 from ._image_chain import crop_resize as crop_resize
 from ._image_ops import BatchAugmentation as BatchAugmentation
@@ -114,5 +116,7 @@ __all__ = (
     "padding_report",
     "plan_batch",
     "rgb8_to_planar",
+    "sampler_identity",
     "split_global_step",
+    "values_digest",
 )

@@ -23,6 +23,7 @@ from typing import Any, cast
 import numpy as np
 
 from ._check import int_in_range, positive_int, sequence_1d, u64
+from ._identity import values_digest
 from ._permutation import keyed_permutation_array
 from ._rng import _derive_unchecked
 from ._samplers import INDEX_LIMIT, IndexArray, RecentEpochs, _check_position, _PositionalSampler
@@ -157,6 +158,17 @@ class BlockShuffledSampler(_PositionalSampler):
         shard_of = np.searchsorted(layout.layout_starts, shuffled, side="right") - 1
         result = layout.ordered_starts[shard_of] + (shuffled - layout.layout_starts[shard_of])
         return cast(IndexArray, result.astype(np.int64))
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What decides the stream, for the checkpoint's fingerprint (JSON data)."""
+        return {
+            "shards": len(self._shard_sizes),
+            "shard_sizes": values_digest(self._shard_sizes),
+            "n": self._n,
+            "batch_size": self._batch_size,
+            "window": self._window,
+            "drop_last": self._drop_last,
+        }
 
     def __repr__(self) -> str:
         return (

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._check import lengths_1d, positive_int
+from ._identity import values_digest
 from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
 from ._pool import BatchField, BufferPool, StepBatch, StepState
@@ -128,6 +129,17 @@ class PackedSampler:
         row_order = np.empty(self._rows, np.int64)
         row_order[position.astype(np.int64)] = np.arange(self._rows)
         return packing, row_order
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What decides the stream, for the checkpoint's fingerprint (JSON data)."""
+        return {
+            "n": int(self._lengths.shape[0]),
+            "lengths": values_digest(self._lengths),
+            "context_length": self._ctx,
+            "rows_per_batch": self._rows_per_batch,
+            "overflow": self._overflow,
+            "drop_last": self._drop_last,
+        }
 
     def __repr__(self) -> str:
         return (

@@ -24,6 +24,7 @@ from ._check import (
     sequence_1d,
     u64,
 )
+from ._identity import values_digest
 from ._permutation import keyed_permutation_array
 from ._rng import (
     GOLDEN,
@@ -142,6 +143,10 @@ class _PositionalSampler(_FixedBatches):
         start = step * self._batch_size
         stop = min(start + self._batch_size, self._n)
         return np.arange(start, stop, dtype=np.int64)
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What decides the stream, for the checkpoint's fingerprint (JSON data)."""
+        return {"n": self._n, "batch_size": self._batch_size, "drop_last": self._drop_last}
 
     def __repr__(self) -> str:
         return (
@@ -311,6 +316,15 @@ class MixingSampler(_FixedBatches):
             offsets[lane] = rng.next_int(int(sizes[lane]))
         return cast(IndexArray, starts + offsets)
 
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What decides the stream, for the checkpoint's fingerprint (JSON data)."""
+        return {
+            "sizes": list(self._sizes),
+            "shares": list(self._shares),
+            "batch_size": self._batch_size,
+            "steps_per_epoch": self._steps,
+        }
+
     def __repr__(self) -> str:
         return (
             f"MixingSampler(sizes={list(self._sizes)}, shares={list(self._shares)}, "
@@ -465,8 +479,18 @@ class BucketedSampler(_FixedBatches):
         flat.flags.writeable = False
         return cast(npt.NDArray[np.uint32], flat), short_step
 
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What decides the stream, for the checkpoint's fingerprint (JSON data)."""
+        return {
+            "n": int(self._lengths.shape[0]),
+            "lengths": values_digest(self._lengths),
+            "batch_size": self._batch_size,
+            "pool_batches": self._pool_batches,
+            "drop_last": self._drop_last,
+        }
+
     def __repr__(self) -> str:
-        drop = "" if self._drop_last else ", drop_last=False"  # fingerprints stay as they were
+        drop = "" if self._drop_last else ", drop_last=False"  # version-2 states stay valid
         return (
             f"BucketedSampler(n={self._lengths.shape[0]}, batch_size={self._batch_size}, "
             f"pool_batches={self._pool_batches}{drop})"

@@ -291,6 +291,18 @@ class DistributedSampler(_FixedBatches, _OneRank):
         key = _derive_unchecked(seed_value, epoch_value, 0, 0, RngStream.SHUFFLE)
         return keyed_permutation_array(positions, self._n, key).astype(np.int64)
 
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What decides this rank's stream, for the checkpoint's fingerprint (JSON data)."""
+        return {
+            "n": self._n,
+            "batch_size": self._batch_size,
+            "rank": self._rank,
+            "world_size": self._world_size,
+            "shuffle": self._shuffle,
+            "drop_last": self._drop_last,
+            "drop_last_batch": self._drop_last_batch,
+        }
+
     def __repr__(self) -> str:
         return (
             f"DistributedSampler(n={self._n}, batch_size={self._batch_size}, rank={self._rank}, "

@@ -23,7 +23,7 @@ from ._config import LoaderConfig, LoaderCounters, ResumeCursor
 from ._processes import ProcessStatistics
 from ._reads import describe_dataset_kind, sync_getter
 from ._ring import RingStatistics
-from ._state import check_state, stream_fingerprint
+from ._state import check_state, describe_stream, stream_fingerprint
 from ._stream import BatchStream
 from ._work import StreamWork
 from ._worker_pool import WorkerPool
@@ -35,7 +35,7 @@ OnError = Literal["raise", "skip"] | ErrorHandler
 """``"raise"``, ``"skip"`` or ``on_error(error, index) -> sample | None``."""
 resume_logger = logging.getLogger("aioloader.resume")
 THREADLESS_PLATFORMS = ("emscripten", "wasi")
-STATE_VERSION = 2
+STATE_VERSION = 3
 PREFETCH_LIMIT = 1 << 16
 READS_LIMIT = 1 << 20
 CONFIGURATION = frozenset(
@@ -424,17 +424,16 @@ class DataLoader(Generic[SampleT, BatchT]):
         """The whole resumable state: version, seed, next step and the stream's fingerprint.
 
         ``fingerprint`` identifies what decides the stream (the sampler's kind and
-        arguments, the dataset's length, the seed); ``stream`` says the same in words.
+        ``fingerprint_fields()``, the dataset's length, the seed); ``stream`` says the same
+        in words. A sampler without ``fingerprint_fields()`` is refused with a ``TypeError``.
         """
-        fingerprint, description = stream_fingerprint(
-            self.sampler, self._config.dataset_length, self.seed
-        )
+        length = self._config.dataset_length
         return {
             "version": STATE_VERSION,
             "seed": self.seed,
             "next_step": self._cursor.step,
-            "fingerprint": fingerprint,
-            "stream": description,
+            "fingerprint": stream_fingerprint(self.sampler, length, self.seed),
+            "stream": describe_stream(self.sampler, length),
         }
 
     def load_state_dict(self, state: Mapping[str, Any], *, check_stream: bool = True) -> None:
@@ -446,11 +445,13 @@ class DataLoader(Generic[SampleT, BatchT]):
         resumes at ``next_step`` of the new stream. Global-batch sharding (``RankSlice``)
         is fingerprinted by its global sampler, so a change of world size is accepted.
         """
-        fingerprint, description = stream_fingerprint(
-            self.sampler, self._config.dataset_length, self.seed
-        )
         self._cursor.step = check_state(
-            state, STATE_VERSION, self.seed, fingerprint, description, check_stream=check_stream
+            state,
+            STATE_VERSION,
+            self.seed,
+            self.sampler,
+            self._config.dataset_length,
+            check_stream=check_stream,
         )
         self._sync_epoch_end = None  # a resume mid-epoch is what the caller asked for
 

@@ -142,7 +142,7 @@ async def test_epoch_iteration_advances_the_cursor_and_state_resumes() -> None:
     assert [b.global_step for b in first_epoch] == list(range(8))
     state = loader.state_dict()
     assert {k: state[k] for k in ("version", "seed", "next_step")} == {
-        "version": 2,
+        "version": 3,
         "seed": SEED,
         "next_step": 8,
     }

@@ -171,7 +171,7 @@ def _check_global_batches(results: list[dict[str, Any]], first_step: int, count:
         assert result["summaries"] == [[count, first_step + count]] * world_size
         state = result["state"]
         assert (state["version"], state["seed"], state["next_step"]) == (
-            2,
+            3,
             SEED,
             first_step + count,
         )
@@ -204,7 +204,7 @@ def test_elastic_resume_from_four_ranks_on_two(tmp_path: Path) -> None:
     first = _launch(tmp_path, "before", 4, epochs=1, stop_at=k)
     _check_global_batches(first, 0, k)
     states = [result["state"] for result in first]
-    assert [(s["version"], s["seed"], s["next_step"]) for s in states] == [(2, SEED, k)] * 4
+    assert [(s["version"], s["seed"], s["next_step"]) for s in states] == [(3, SEED, k)] * 4
     assert len({s["fingerprint"] for s in states}) == 1
     # Resume on 2 ranks: the rest of epoch 0, then epoch 1.
     second = _launch(tmp_path, "after", 2, epochs=2, state=states[0])
