@@ -210,6 +210,19 @@ def _simplejpeg() -> Any:
 
 
 _DATA_TYPES = (bytes, bytearray, memoryview, np.ndarray)
+_SCRATCH_LIMIT = 1 << 26
+_local = threading.local()
+
+
+def _scratch(nbytes: int) -> U8Array | None:
+    """This thread's decode buffer of at least ``nbytes`` (``None`` past 64 MiB)."""
+    buffer: U8Array | None = getattr(_local, "buffer", None)
+    if buffer is not None and buffer.nbytes >= nbytes:
+        return buffer
+    if nbytes > _SCRATCH_LIMIT:
+        return None
+    _local.buffer = buffer = np.empty(nbytes, np.uint8)
+    return buffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,28 +308,37 @@ class JpegCropResize:
                 "rng must be a SampleRng when crop or flip is set (the loader passes one as "
                 f"transform(sample, rng)) but got {type(rng).__name__}"
             )
-        image, full = self.decode(data)
+        image, full = self._decode(data, reuse=True)
         top, left, side_h, side_w, flipped = self.draw(full, rng)
         out = np.empty((*self.size, 3), np.uint8)  # type: ignore[misc]  # a tuple by now
         _crop_resize_into(image, (top, left, side_h, side_w), full, flipped, out)
         return out
 
     def decode(self, data: bytes | bytearray | memoryview | U8Array) -> tuple[U8Array, Size]:
-        """``(pixels, (H, W))``: the RGB pixels at ``dct_scale`` and the file's own size."""
+        """``(pixels, (H, W))``: new RGB pixels at ``dct_scale`` and the file's own size."""
+        return self._decode(data, reuse=False)
+
+    def _decode(self, data: Any, *, reuse: bool) -> tuple[U8Array, Size]:
+        """With ``reuse`` the pixels land in this thread's scratch buffer (no allocation,
+        no page faults, no free with the GIL held); they live until its next decode."""
         simplejpeg = _simplejpeg()
         scale, options = self.dct_scale, (self.fast_dct, self.fast_upsample)
         try:
-            if scale == 1:
-                image = simplejpeg.decode_jpeg(data, "RGB", *options)
-                return image, (image.shape[0], image.shape[1])
             height, width = simplejpeg.decode_jpeg_header(data)[:2]
-            minimum = (-(-height // scale), -(-width // scale))
-            return simplejpeg.decode_jpeg(data, "RGB", *options, *minimum), (height, width)
+            minimum = (0, 0) if scale == 1 else (-(-height // scale), -(-width // scale))
+            buffer = None
+            if reuse:
+                rows, cols = (height, width)
+                if scale != 1:
+                    rows, cols = simplejpeg.decode_jpeg_header(data, *minimum)[:2]
+                buffer = _scratch(rows * cols * 3)
+            image = simplejpeg.decode_jpeg(data, "RGB", *options, *minimum, 1.0, buffer)
         except ValueError as error:
             raise ValueError(
                 f"data must be a JPEG that libjpeg-turbo decodes but got {len(data)} bytes "
                 f"it rejects: {error}"
             ) from None
+        return image, (height, width)
 
     def draw(self, full: Size, rng: SampleRng | None) -> tuple[int, int, int, int, bool]:
         """``(top, left, height, width, flip)`` for a ``full = (H, W)`` image (see above)."""

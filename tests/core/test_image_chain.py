@@ -408,3 +408,14 @@ def test_without_simplejpeg_the_error_says_what_to_install(monkeypatch: pytest.M
     monkeypatch.setitem(sys.modules, "simplejpeg", None)
     with pytest.raises(ImportError, match=r"needs simplejpeg .* pip install 'aioloader\[images\]'"):
         JpegCropResize()(jpeg(8, 8))
+
+
+def test_decode_returns_new_arrays_and_the_chain_reuses_its_scratch_safely() -> None:
+    small, large = jpeg(20, 30, seed=1), jpeg(70, 90, seed=2)
+    chain = JpegCropResize(size=16)
+    first, _ = chain.decode(large)
+    second, _ = chain.decode(large)
+    assert not np.shares_memory(first, second)
+    expected = {data: crop_resize(chain.decode(data)[0], 16).tobytes() for data in (small, large)}
+    for data in (large, small, large, small):
+        assert chain(data).tobytes() == expected[data]
