@@ -472,23 +472,28 @@ class ObjectStore(Generic[SampleT]):
         return await self.reader.read(key, *self.byte_range)
 
     async def get_sample(self, index: int) -> SampleT:
-        """Fetch and decode the object at ``index`` (or its fallback, see ``on_error``)."""
+        """Fetch and decode the object at ``index`` (or its fallback, see ``on_error``).
+
+        Raises:
+            IndexError: ``index`` is not in ``[0, len(self))`` (negative ones included, as
+                for every source).
+        """
+        position = check_index(index, len(self.keys))  # before any read, with no context
+        key = self.keys[position]
         try:
-            with naming_sample(index, lambda: f"object {self.keys[index]!r}"):
-                data = await self.read_bytes(index)
+            with naming_sample(position, lambda: f"object {key!r}"):
+                data = await self.read_bytes(position)
         except SourceError:
             if self.fallback is None:  # on_error == "raise": never skip silently
                 raise
-            key = self.keys[index]
-            logger.warning("aioloader: skipping %r (index %d) as on_error asks", key, index)
+            logger.warning("aioloader: skipping %r (index %d) as on_error asks", key, position)
             self._skipped += 1
             if len(self._skipped_keys) < MAX_SKIPPED_KEYS:
                 self._skipped_keys.append(key)
-            skipped: SampleT = self.fallback(index)
+            skipped: SampleT = self.fallback(position)
             return skipped
-        key = self.keys[index]
         extra = (key,) if self._decode_takes_key else ()
-        result: SampleT = decode_named(self.decode, data, index, f"object {key!r}", *extra)
+        result: SampleT = decode_named(self.decode, data, position, f"object {key!r}", *extra)
         return result
 
     async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:

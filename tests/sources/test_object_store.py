@@ -175,6 +175,34 @@ async def test_any_obstore_store_works() -> None:
         await missing.get_sample(0)
 
 
+@pytest.mark.parametrize("index", [2, 3, -1, -2, -3])
+async def test_a_bad_index_is_one_clear_index_error_naming_no_object(
+    s3_server: S3Info, s3_prefix: str, index: int
+) -> None:
+    _upload(s3_server, s3_prefix, {"a": b"A", "b": b"B"})
+    source = ObjectStore(s3_server.store(), prefix=s3_prefix, retries=FAST)
+    fallback = ObjectStore(
+        s3_server.store(), prefix=s3_prefix, on_error="skip", fallback=lambda i: b"?"
+    )
+    for tried in (source, fallback):  # never skipped: a bad index is not a read failure
+        with pytest.raises(IndexError) as raised:
+            await tried.get_sample(index)
+        # negative indices are refused, as by LocalFiles and TarShards
+        assert str(raised.value) == f"index must be in [0, 2) but got {index}"
+        assert raised.value.__context__ is None
+        assert getattr(raised.value, "__notes__", []) == []  # no object named: none was read
+        with pytest.raises(IndexError, match=rf"^index must be in \[0, 2\) but got {index}$"):
+            await tried.read_bytes(index)
+    with pytest.raises(IndexError) as in_batch:
+        await source.get_samples([1, index])
+    assert str(in_batch.value) == f"index must be in [0, 2) but got {index}"
+    assert getattr(in_batch.value, "__notes__", None) == [
+        f"aioloader: reading slot 1, dataset index {index}"
+    ]
+    assert source.statistics().requests == 1  # slot 0 runs to its end; no bad read
+    assert await source.get_samples([1, 0]) == [b"B", b"A"]
+
+
 def test_backoff_is_seeded_exponential_and_bounded() -> None:
     policy = RetryPolicy(initial_backoff=0.1, max_backoff=1.0, multiplier=2.0, jitter=0.5, seed=3)
     waits = [policy.backoff("key", attempt) for attempt in range(1, 7)]
