@@ -8,11 +8,15 @@ Both give the same bits, so the choice only changes speed. ``AIOLOADER_KERNELS``
   else it finds them cached); until it is done the numpy reference builds the batches, so
   no batch waits for the compiler and no thread of ours compiles. The first use after the
   child is done loads the kernels from the cache on the calling thread (numba's import and
-  tens of milliseconds per kernel); another thread asking meanwhile gets numpy.
+  tens of milliseconds per kernel, about 0.5 s in all); another thread asking meanwhile
+  gets numpy.
 - ``numba``: the first use loads them and waits (tests and benchmarks use this); a child
   filling the cache is waited for first, so the kernels compile once.
 - ``numpy``: the reference only.
 
+A thread that runs an event loop must never load them: inside ``loading_elsewhere()``
+``compiled()`` only returns kernels already loaded, and the engine loads them in a worker
+thread when ``to_load()`` says so (``load_kernels()`` does it ahead, for those who want it).
 The core starts no thread; the child is killed at exit, so an exit never waits for LLVM.
 """
 
@@ -24,7 +28,7 @@ import threading
 from collections.abc import Iterator
 from types import ModuleType
 
-from ._kernel_cache import FAILED, FILLING, Filler, load_every_kernel
+from ._kernel_cache import FAILED, FILLED, FILLING, Filler, load_every_kernel
 
 CHOICES = ("auto", "numba", "numpy")
 _load_lock = threading.Lock()
@@ -32,6 +36,7 @@ _choice: str | None = None
 _loaded: ModuleType | None = None
 _failure: str | None = None
 _filler = Filler()
+_here = threading.local()  # ``elsewhere``: this thread runs an event loop, never loads
 
 
 def _check(name: str, value: object) -> str:
@@ -54,9 +59,83 @@ def compiled() -> ModuleType | None:
         return None
     if _loaded is not None:
         return _loaded
+    if getattr(_here, "elsewhere", False):  # an event loop's thread: numpy until loaded
+        if choice == "auto" and _failure is None:
+            _filler.poll()  # the first use starts the child
+        return None
     if choice == "numba":
         return load()
     return _load_once_cached()
+
+
+@contextlib.contextmanager
+def loading_elsewhere() -> Iterator[None]:
+    """Inside, ``compiled()`` never loads the kernels on this thread (it runs an event loop).
+
+    It returns them once another thread has loaded them, ``None`` (numpy) until then; the
+    caller loads them in another thread when ``to_load()`` says so.
+    """
+    previous = getattr(_here, "elsewhere", False)
+    _here.elsewhere = True
+    try:
+        yield
+    finally:
+        _here.elsewhere = previous
+
+
+def to_load() -> bool:
+    """Whether ``load()`` is due now; never blocks (it starts the child if need be).
+
+    ``numba``: until the kernels are loaded (``load()`` may then wait for a compilation).
+    ``auto``: once the child has filled the cache, so that ``load()`` compiles nothing.
+    ``False`` while another thread loads them, once they are loaded or failed, and for numpy.
+    """
+    choice = chosen()
+    if choice == "numpy" or _loaded is not None or _failure is not None:
+        return False
+    if _load_lock.locked():
+        return False
+    if choice == "numba":
+        return True
+    state = _filler.poll()
+    if state == FAILED:
+        _fail(_filler.failure)
+    return state == FILLED
+
+
+def load_kernels() -> str:
+    """Load the compiled batch kernels now, on this thread; the kernels batches will use.
+
+    A warm-up for those who want it: call it before the event loop starts (or in a worker
+    thread, ``await anyio.to_thread.run_sync(load_kernels)``) and no batch runs on numpy
+    while the kernels load. It waits for their compilation on a machine that never ran
+    them (seconds, once), else loads them from numba's cache (about half a second). With
+    ``AIOLOADER_KERNELS=numpy`` it does nothing and numba is never imported.
+
+    Returns:
+        ``"numba"`` when the compiled kernels will run, else ``"numpy"`` (``numpy`` was
+        chosen, or they could not load: ``failure()`` says why).
+    """
+    if chosen() == "numpy":
+        return "numpy"
+    if _loaded is None and _failure is None:
+        _filler.poll()  # compile in the child (one compilation per cache), not here
+        load()
+    return active()
+
+
+def compiles() -> bool:
+    """Whether loading the kernels compiles them first (a machine that never ran them).
+
+    Starts the child filling the cache if need be and waits until it knows: it waits only
+    while the child takes its turn and finds the kernels in the cache. ``False`` once they
+    are loaded or failed, and for numpy.
+    """
+    if chosen() == "numpy" or _loaded is not None or _failure is not None:
+        return False
+    if _filler.poll() != FILLING:
+        return False
+    return _filler.compiles()
 
 
 def _load_once_cached() -> ModuleType | None:

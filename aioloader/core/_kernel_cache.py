@@ -2,10 +2,11 @@
 
 The first ``Filler.poll()`` launches a fresh interpreter (``subprocess``: spawned, never
 forked) that loads every kernel of ``_kernels``: each one is found in numba's cache, or
-compiled and written there. The parent keeps building batches with numpy meanwhile;
-``poll()`` tells it, without waiting, when the cache is full, and the parent then loads the
-kernels from it (numba's import and set-up, then tens of milliseconds per kernel; no
-compilation).
+compiled and written there. The child prints ``{"compiling": true}`` when its first
+compilation starts (``Filler.compiles()`` waits for that news), then ``{"failure": ...}``.
+The parent keeps building batches with numpy meanwhile; ``poll()`` tells it, without
+waiting, when the cache is full, and the parent then loads the kernels from it (numba's
+import and set-up, then tens of milliseconds per kernel; no compilation).
 
 The child never delays the parent's exit: an ``atexit`` hook kills it (numba writes each
 cache file under a temporary name and renames it, so a kill leaves no half-written entry),
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 
 FILLING, FILLED, FAILED = "filling", "filled", "failed"
 FILLED_MARK = "AIOLOADER_KERNEL_CACHE_FILLED"
@@ -39,17 +41,48 @@ child_main()
 """
 
 
-def load_every_kernel() -> str | None:
-    """Import ``_kernels`` and load (or compile) every kernel; what went wrong, or ``None``."""
+COMPILING = {"compiling": True}
+"""What the child prints when its first compilation starts (a kernel not in the cache)."""
+
+
+def load_every_kernel(on_compile: Callable[[], None] | None = None) -> str | None:
+    """Import ``_kernels`` and load (or compile) every kernel; what went wrong, or ``None``.
+
+    ``on_compile`` is called once, when the first compilation starts (none: all cached).
+    """
     try:
         from . import _kernels
 
         if _kernels.HEADER is None:
             return "numpy's array object layout is not the expected one"
-        _kernels.load_all()
+        if on_compile is None:
+            _kernels.load_all()
+        else:
+            from numba.core import event
+
+            with event.install_listener("numba:compile", _first_compile(on_compile)):
+                _kernels.load_all()
     except Exception as error:  # numba missing or broken: the reference runs
         return f"{type(error).__name__}: {error}"
     return None
+
+
+def _first_compile(on_compile: Callable[[], None]) -> object:
+    """A numba event listener that calls ``on_compile`` at the first compilation's start."""
+    from numba.core import event
+
+    class FirstCompile(event.Listener):
+        called = False
+
+        def on_start(self, _event: object) -> None:
+            if not self.called:
+                self.called = True
+                on_compile()
+
+        def on_end(self, _event: object) -> None:
+            pass
+
+    return FirstCompile()
 
 
 def lock_path() -> str:
@@ -76,10 +109,15 @@ def child_main() -> None:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another child compiles: wait, then load
         except ImportError:  # no fcntl (Windows): fill side by side
             pass
-        failure = load_every_kernel()
+        failure = load_every_kernel(_say_compiling)
     sys.stdout.write(json.dumps({"failure": failure}) + "\n")
     sys.stdout.flush()
     os._exit(0)
+
+
+def _say_compiling() -> None:
+    sys.stdout.write(json.dumps(COMPILING) + "\n")
+    sys.stdout.flush()
 
 
 class Filler:
@@ -87,8 +125,10 @@ class Filler:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()  # the child's output: read, then closed
         self._child: subprocess.Popen[bytes] | None = None
         self._state: str | None = None
+        self._lines: list[str] = []  # what the child printed, read so far
         self.failure: str | None = None
         atexit.register(self.stop)
         if hasattr(os, "register_at_fork"):
@@ -121,6 +161,21 @@ class Filler:
                 self._finish()
             return self._state or FAILED
 
+    def compiles(self) -> bool:
+        """Wait until the running child says whether it compiles; ``True`` when it does.
+
+        It says so at its first compilation, or ends: this waits only while it takes its
+        turn on the cache's lock and finds kernels in the cache. ``False`` with no child.
+        """
+        with self._read_lock:
+            child = self._child
+            if child is not None and self._state == FILLING and not self._lines:
+                assert child.stdout is not None
+                line = child.stdout.readline().decode(errors="replace").strip()
+                if line:
+                    self._lines.append(line)
+            return bool(self._lines) and self._lines[0] == json.dumps(COMPILING)
+
     def stop(self) -> None:
         """Kill a running child now (at exit: the parent never waits for a compiler)."""
         with self._lock:
@@ -128,7 +183,8 @@ class Filler:
             if child is not None and self._state == FILLING:
                 child.kill()
                 child.wait()
-                self._close(child)
+                with self._read_lock:
+                    self._close(child)
                 self._state, self.failure = FAILED, "stopped before the cache was filled"
 
     def _start(self) -> None:
@@ -151,11 +207,12 @@ class Filler:
         child = self._child
         assert child is not None
         assert child.stdout is not None
-        output = child.stdout.read().decode(errors="replace").strip().splitlines()
-        child.wait()
-        self._close(child)
-        self.failure = _reported_failure(output, child.returncode)
-        self._state = FAILED if self.failure else FILLED
+        with self._read_lock:
+            rest = child.stdout.read().decode(errors="replace").strip().splitlines()
+            child.wait()
+            self._close(child)
+            self.failure = _reported_failure(self._lines + rest, child.returncode)
+            self._state = FAILED if self.failure else FILLED
         if self._state == FILLED:
             os.environ[FILLED_MARK] = lock_path()
 
@@ -167,8 +224,9 @@ class Filler:
 
     def _forget(self) -> None:
         """In a forked child: the parent's filler is not ours; start afresh if asked."""
-        self._lock = threading.Lock()
+        self._lock, self._read_lock = threading.Lock(), threading.Lock()
         self._child, self._state, self.failure = None, None, None
+        self._lines = []
 
 
 def _reported_failure(output: list[str], returncode: int) -> str | None:

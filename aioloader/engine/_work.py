@@ -2,6 +2,11 @@
 
 A ``StreamWork`` never refers to the consumer's handle (``BatchStream``), so dropping the
 handle lets it be collected, and its ``__del__`` cancels the work.
+
+The compiled batch kernels load off the loop: with ``AIOLOADER_KERNELS=numba`` the stream
+loads them in a worker thread before its first step; with ``auto`` in a worker thread beside
+the steps, once the cache holds them (numpy builds meanwhile). What runs on the loop (a
+step built when taken, a plan made inline) never loads them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sniffio
 
 from .._compat import add_note
 from .._threadsafe import threadsafe_caller
+from ..core import _backend
 from ..core._autotune import Knobs
 from ..core._plan import BatchPlan
 from ..core._pool import release_batch
@@ -104,6 +110,7 @@ class StreamWork(Generic[BatchT]):
         self._loop_thread: int | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._ended: anyio.Event | None = None
+        self._loading_kernels = False
         self.running = False
 
     # -- control ------------------------------------------------------------------------
@@ -209,6 +216,8 @@ class StreamWork(Generic[BatchT]):
                 if tuned:  # threads that the tuner may take down to building inline
                     self._inline = workers == 0
                     workers = max(1, workers)
+                if _backend.chosen() == "numba" and _backend.to_load():
+                    await anyio.to_thread.run_sync(_backend.load)  # before the first step
                 if workers > 0 and config.executor == "thread":
                     self._threads = BuildThreads(workers)
                 elif config.executor == "process":  # worker processes build whole steps
@@ -279,9 +288,17 @@ class StreamWork(Generic[BatchT]):
             else:
                 ring.fill_nowait(step, batch)
 
+    def _load_kernels_beside(self) -> None:
+        """Load the compiled kernels in a worker thread once that compiles nothing."""
+        group = self._builders
+        if group is not None and not self._loading_kernels and _backend.to_load():
+            self._loading_kernels = True
+            group.start_soon(anyio.to_thread.run_sync, _backend.load)
+
     async def _build_step(self, step: int, group: anyio.abc.TaskGroup) -> BatchT:
         config = self.config
         stats = self.counters
+        self._load_kernels_beside()
         plan = await self._plan(step)
         clock = config.clock
         processes = self._processes
@@ -325,7 +342,10 @@ class StreamWork(Generic[BatchT]):
         if self._processes is not None:
             return await self._processes.build(plan, samples)
         if self._threads is None or self._inline:  # with a bad-sample policy: on the loop
-            return build_batch(plan, samples, config.transform, config.collator, config.takes_rng)
+            with _backend.loading_elsewhere():
+                return build_batch(
+                    plan, samples, config.transform, config.collator, config.takes_rng
+                )
         return await self._threads.run(
             build_batch,
             plan,
@@ -372,7 +392,8 @@ class StreamWork(Generic[BatchT]):
         epoch = step // self._steps_per_epoch
         if epoch == self._epoch_planned and not self._plans.holds(step):
             try:
-                return self.config.plan(step)
+                with _backend.loading_elsewhere():
+                    return self.config.plan(step)
             except Exception as error:
                 add_note(error, f"aioloader: while planning global step {step}")
                 raise
@@ -383,10 +404,12 @@ class StreamWork(Generic[BatchT]):
     def build_now(self, unbuilt: Unbuilt) -> BatchT:
         """Build a step read ahead with ``workers=0``, in the consumer's task."""
         config = self.config
+        self._load_kernels_beside()
         started = config.clock()
-        batch = build_batch(
-            unbuilt.plan, unbuilt.samples, config.transform, config.collator, config.takes_rng
-        )
+        with _backend.loading_elsewhere():
+            batch = build_batch(
+                unbuilt.plan, unbuilt.samples, config.transform, config.collator, config.takes_rng
+            )
         self.counters.build_seconds += config.clock() - started
         self.counters.batches_built += 1
         return batch  # type: ignore[no-any-return]

@@ -1,13 +1,19 @@
-"""StreamWork hosted in a background task (bare ``async for``): nothing escapes to the host."""
+"""StreamWork: nothing escapes a hosted stream; the compiled kernels load off the loop."""
 
 from __future__ import annotations
+
+import threading
+from typing import Any
 
 import anyio
 import pytest
 
-from aioloader.core import SequentialSampler
+from aioloader.core import ImageBatchCollator, SequentialSampler, _backend
+from aioloader.core._kernel_cache import FILLED
+from aioloader.datasets import line_images
 from aioloader.engine import DataLoader, _work
 from aioloader.testing import MemoryDataset
+from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 
 from .helpers import TrackingCollator, make_samples
 
@@ -29,3 +35,95 @@ async def test_an_engine_error_outside_the_build_reaches_the_consumer(
         async for _ in loader:
             pass
     assert "a stream's engine failed" in caplog.text
+
+
+# -- the compiled kernels load off the event loop -----------------------------------------
+TICKS = 5
+"""Heartbeats that must run while the kernels load (the load waits for them)."""
+
+
+def image_loader(steps: int) -> DataLoader[Any, Any]:
+    """Sequential line images: the collator asks for the compiled kernels on every batch."""
+    dataset, sampler = line_images(4 * steps), SequentialSampler(4 * steps, 4)
+    return DataLoader(dataset, sampler, ImageBatchCollator(4), seed=3, prefetch=2)
+
+
+class Heartbeat:
+    """A task on the loop that counts its wakes while the kernels load, and releases the
+    load after ``TICKS`` of them: a load on the loop's thread would never see one."""
+
+    def __init__(self, load: BlockingLoad) -> None:
+        self.load = load
+        self.ticks_while_loading = 0
+
+    async def run(self) -> None:
+        load = self.load
+        while not load.finished.is_set():
+            if load.started.is_set() and self.ticks_while_loading < TICKS:
+                self.ticks_while_loading += 1
+                if self.ticks_while_loading == TICKS:
+                    load.release.set()
+            await anyio.sleep(0.001)  # a heartbeat: its wakes are counted, never timed
+
+
+async def test_auto_loads_the_kernels_beside_the_stream_while_the_loop_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    load = BlockingLoad()
+    filler = slow_kernels(monkeypatch, load)
+    heartbeat = Heartbeat(load)
+    taken = 0
+    with _backend.use_kernels("auto"), anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(heartbeat.run)
+            async with image_loader(8).stream(0, 8) as batches:
+                async for batch in batches:
+                    batch.release()
+                    taken += 1
+                    if taken == 1:
+                        filler.filled()  # the child is done: the next steps load them
+            group.cancel_scope.cancel()  # the heartbeat, once the stream has ended
+    # before: the next batch built on the loop loaded the kernels there (0.6 s of numba's
+    # import and set-up); the heartbeat stood still and the load waited out its bound
+    assert heartbeat.ticks_while_loading == TICKS
+    assert load.released
+    assert len(load.threads) == 1
+    assert load.threads[0] != threading.get_ident()
+    assert taken == 8
+    assert _backend.failure() == WITHHELD
+    assert _backend.active() == "numpy"
+
+
+async def test_numba_loads_the_kernels_before_the_first_step_off_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    load = BlockingLoad()
+    slow_kernels(monkeypatch, load)
+    heartbeat = Heartbeat(load)
+    loaded_at_first_batch = None
+    with _backend.use_kernels("numba"), anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(heartbeat.run)
+            async with image_loader(3).stream(0, 3) as batches:
+                async for batch in batches:
+                    batch.release()
+                    if loaded_at_first_batch is None:
+                        loaded_at_first_batch = load.finished.is_set()
+            group.cancel_scope.cancel()
+    # before: the first batch, built on the loop, loaded (or compiled) them there
+    assert heartbeat.ticks_while_loading == TICKS
+    assert load.released
+    assert loaded_at_first_batch is True  # the first batch waited for them, the loop did not
+    assert len(load.threads) == 1
+    assert load.threads[0] != threading.get_ident()
+
+
+def test_steps_built_on_the_loop_never_load_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    load = BlockingLoad(blocks=False)
+    slow_kernels(monkeypatch, load, FILLED)
+    with _backend.use_kernels("auto"), _backend.loading_elsewhere():
+        assert _backend.compiled() is None
+    assert load.threads == []
+    with _backend.use_kernels("numba"), _backend.loading_elsewhere():
+        assert _backend.compiled() is None
+    assert load.threads == []
