@@ -25,9 +25,10 @@ day; a write takes well under a second). A process counts the bound over the ent
 booked; an entry that another process deleted (evicted, or beyond its bound) is a miss.
 
 The folder survives restarts: ``open`` finds the entries of the current shards again, up
-to the bound (files beyond it are deleted). ``open`` and ``write_now`` block; ``read`` and
-``write`` go through aiofiles on asyncio (and a worker thread on trio, where aiofiles does
-not run), each close shielded from cancellation.
+to the bound (files beyond it are deleted). ``open``, ``write_now`` and ``read_now`` block;
+``read_many`` and ``write`` go through ``aioloader._files`` (aiofiles on asyncio, anyio's
+worker threads on trio), each open run to its end and each close shielded, so that a
+cancellation never leaves a file open.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from typing import Any
 
 import anyio
 
-from .._concurrency import gather_ordered, running_asyncio_loop
+from ..._files import PIECE, open_file, read_file
+from .._concurrency import gather_ordered
 from ._planner import NEVER
 from ._policy import Policy
 from ._tiers import TierBook
@@ -82,9 +84,11 @@ def entry_name(start: int, end: int, data: bytes) -> str:
     return f"{start}-{end}-{zlib.crc32(data):08x}"
 
 
-def temp_for(path: Path) -> Path:
-    """A temporary name for ``path``, unique to this writer (host, process, random)."""
-    return path.with_name(f"{path.name}.tmp-{_HOST}-{os.getpid()}-{secrets.token_hex(4)}")
+def temp_for(path: Path, pid: int | None = None) -> Path:
+    """A temporary name for ``path``, unique to its writer: this host, process ``pid``
+    (default: this one), and a random part."""
+    pid = os.getpid() if pid is None else pid
+    return path.with_name(f"{path.name}.tmp-{_HOST}-{pid}-{secrets.token_hex(4)}")
 
 
 class DiskTier(TierBook):
@@ -167,41 +171,30 @@ class DiskTier(TierBook):
         """
         temp = temp_for(path)
         try:
-            path.parent.mkdir(exist_ok=True)
+            _make_folder(path.parent)
             with open(temp, "wb") as handle:
                 handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+                _flush_and_sync(handle)
             os.replace(temp, path)
         except BaseException:
             _unlink(temp)
             raise
 
-    @classmethod
-    async def write(cls, path: Path, data: bytes) -> None:
-        """``write_now`` without blocking the event loop (aiofiles on asyncio)."""
-        if running_asyncio_loop() is None:  # aiofiles runs on asyncio only
-            await anyio.to_thread.run_sync(cls.write_now, path, data)
-            return
-        import aiofiles
-        import aiofiles.os
-
+    @staticmethod
+    async def write(path: Path, data: bytes) -> None:
+        """``write_now`` without blocking the event loop: the bytes go in pieces through
+        ``aioloader._files`` (aiofiles on asyncio), the close shielded from cancellation."""
         temp = temp_for(path)
         try:
-            await aiofiles.os.makedirs(path.parent, exist_ok=True)
-            with anyio.CancelScope(shield=True):  # once open, always closed
-                handle = await aiofiles.open(temp, "wb")
-            try:
-                await handle.write(data)
-                await handle.flush()
-                await aiofiles.os.wrap(_fsync)(handle.fileno())
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await handle.close()
-            await aiofiles.os.replace(temp, path)
+            await anyio.to_thread.run_sync(_make_folder, path.parent)
+            async with await open_file(temp, "wb") as handle:
+                for k in range(0, len(data), PIECE):
+                    await handle.write(data[k : k + PIECE] if len(data) > PIECE else data)
+                await anyio.to_thread.run_sync(_flush_and_sync, handle.wrapped)
+            await anyio.to_thread.run_sync(os.replace, temp, path)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await aiofiles.os.wrap(_unlink)(temp)
+                await anyio.to_thread.run_sync(_unlink, temp)
             raise
 
     @staticmethod
@@ -214,17 +207,12 @@ class DiskTier(TierBook):
             return None
         return _checked(path, data)
 
-    @classmethod
-    async def read_many(cls, paths: dict[Any, Path]) -> dict[Any, bytes | None]:
-        """``read_now`` of each path without blocking the event loop (aiofiles on asyncio)."""
-        if running_asyncio_loop() is None:  # aiofiles runs on asyncio only
-
-            def read_all() -> dict[Any, bytes | None]:
-                return {unit: cls.read_now(path) for unit, path in paths.items()}
-
-            return await anyio.to_thread.run_sync(read_all)
+    @staticmethod
+    async def read_many(paths: dict[Any, Path]) -> dict[Any, bytes | None]:
+        """``read_now`` of each path, read concurrently without blocking the event loop
+        (``aioloader._files``: aiofiles on asyncio)."""
         items = list(paths.items())
-        datas = await gather_ordered(_read_async, [path for _, path in items])
+        datas = await gather_ordered(_read, [path for _, path in items])
         return {unit: data for (unit, _), data in zip(items, datas, strict=True)}
 
     @staticmethod
@@ -233,17 +221,9 @@ class DiskTier(TierBook):
         await anyio.to_thread.run_sync(_unlink, path)
 
 
-async def _read_async(path: Path) -> bytes | None:
-    import aiofiles
-
+async def _read(path: Path) -> bytes | None:
     try:
-        with anyio.CancelScope(shield=True):  # once open, always closed
-            handle = await aiofiles.open(path, "rb")
-        try:
-            data = await handle.read()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await handle.close()
+        data = await read_file(path)
     except OSError:
         return None
     return _checked(path, data)
@@ -331,8 +311,13 @@ def _remove_entries(folder: Path) -> None:
         folder.rmdir()
 
 
-def _fsync(fd: int) -> None:
-    os.fsync(fd)
+def _make_folder(folder: Path) -> None:
+    folder.mkdir(exist_ok=True)
+
+
+def _flush_and_sync(handle: Any) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
 
 
 def _size_of(path: Path) -> int | None:

@@ -84,8 +84,7 @@ def _dead_pid() -> int:
 
 def _dead_writers_temp(path: Path) -> Path:
     """``path``'s temporary name as a writer of this host that has died would have made it."""
-    host, _, rest = temp_for(path).name.rpartition(".tmp-")[2].partition("-")
-    return path.with_name(f"{path.name}.tmp-{host}-{_dead_pid()}-{rest.partition('-')[2]}")
+    return temp_for(path, _dead_pid())
 
 
 _CHILD = """

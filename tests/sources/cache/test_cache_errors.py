@@ -1,0 +1,133 @@
+"""The cache changes no error a user sees: the same exception types with and without it,
+and a disk-tier I/O error degrades it to memory only instead of failing the batch."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from aioloader import MalformedShardError
+from aioloader.core import plan_batch
+from aioloader.sources._tar import TarShards
+from aioloader.sources.cache import KnownFutureCache
+from tests.sources.cache.helpers import (
+    PER_SHARD,
+    SEED,
+    SHARDS,
+    N,
+    expected_batches,
+    samplers,
+    shard_blobs,
+    want_of,
+)
+
+BLOBS = shard_blobs()
+WANT = want_of(BLOBS)
+DATASET = sum(len(blob) for blob in BLOBS)
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> tuple[list[str], Path]:
+    """Local shards and their saved indices (so that a cache starts empty)."""
+    folder, index = tmp_path / "shards", tmp_path / "index"
+    folder.mkdir()
+    for s, blob in enumerate(BLOBS):
+        (folder / f"shard-{s:02d}.tar").write_bytes(blob)
+    paths = [str(p) for p in sorted(folder.glob("*.tar"))]
+    TarShards(paths, index_dir=index)
+    return paths, index
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cache", ["none", "memory", "memory and disk"])
+async def test_a_malformed_shard_raises_the_same_error_with_and_without_a_cache(
+    shards: tuple[list[str], Path], tmp_path: Path, cache: str
+) -> None:
+    paths, index = shards
+    known = None
+    if cache != "none":
+        disk: dict[str, Any] = {"disk_dir": tmp_path / "disk", "disk_bytes": DATASET}
+        known = KnownFutureCache(DATASET, **(disk if "disk" in cache else {}))
+    source = TarShards(paths, index_dir=index, cache=known)
+    shard = 3
+    os.truncate(paths[shard], len(BLOBS[shard]) // 2)  # shorter than its index says
+    batch = list(range(shard * PER_SHARD, (shard + 1) * PER_SHARD))
+    with pytest.raises(MalformedShardError) as info:
+        await source.get_samples(batch)
+    assert type(info.value) is MalformedShardError
+    assert str(info.value).startswith(f"shard {paths[shard]!r} is shorter than its index says")
+    with pytest.raises(MalformedShardError):
+        await source.get_sample(batch[-1])
+    assert [s["bin"] for s in await source.get_samples([0, 1])] == WANT[:2]  # others still read
+
+
+async def _read_steps(source: TarShards[Any], sampler: Any, steps: range) -> list[list[bytes]]:
+    got = []
+    for g in steps:
+        batch = await source.get_samples(plan_batch(sampler, SEED, g).indices.tolist())
+        got.append([sample["bin"] for sample in batch])
+    return got
+
+
+@pytest.mark.anyio
+async def test_a_disk_write_error_degrades_the_cache_to_memory_only_and_the_batches_go_on(
+    shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths, index = shards
+    disk = tmp_path / "disk"
+    cache = KnownFutureCache(DATASET // 4, disk_dir=disk, disk_bytes=DATASET, lookahead_steps=4)
+    source = TarShards(paths, index_dir=index, cache=cache)
+    syncs: list[int] = []
+
+    def full(fd: int) -> None:  # the disk is full: the entry cannot be made durable
+        syncs.append(fd)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    sampler = samplers()["global"]
+    steps = sampler.steps_per_epoch
+    await anyio.to_thread.run_sync(source.plan_reads, sampler, SEED, 0, 2 * steps)
+    with pytest.warns(RuntimeWarning, match=r"disk tier .* failed .*memory only") as caught:
+        got = await _read_steps(source, sampler, range(2 * steps))
+    assert got == expected_batches(WANT, sampler, range(2 * steps))
+    assert len(caught) == 1
+    assert str(caught[0].message).endswith(
+        f"{str(disk)!r} failed ([Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)}); "
+        "the cache goes on in memory only"
+    )
+    stats = cache.statistics()
+    assert len(syncs) == 1  # one write tried; none after it
+    assert (stats.disk_errors, stats.disk_degraded) == (1, True)
+    assert (stats.disk_bytes, stats.disk_hits) == (0, 0)  # the bytes unbooked
+    assert stats.current_bytes > 0  # the memory tier goes on
+    assert stats.hits + stats.misses == 2 * N
+    files = sorted(p.name for p in disk.rglob("*") if p.is_file())
+    assert files == [".aioloader-cache"]  # the temporary file removed, nothing else written
+    assert len(paths) == SHARDS
+
+
+def test_a_disk_write_error_of_an_offer_degrades_too(
+    shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An offer (what indexing read, given to the cache) that memory cannot hold goes to
+    disk: an I/O error there is refused, warned of and counted in the same way."""
+    paths, index = shards
+    disk = tmp_path / "disk"
+    cache = KnownFutureCache(1, disk_dir=disk, disk_bytes=DATASET)
+    TarShards(paths, index_dir=index, cache=cache)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.warns(RuntimeWarning, match="memory only"):
+        assert not cache.offer(0, WANT[0])
+    assert not cache.offer(1, WANT[1])  # degraded: not tried again, no second warning
+    stats = cache.statistics()
+    assert (stats.disk_errors, stats.disk_degraded, stats.disk_bytes) == (1, True, 0)
+    assert sorted(p.name for p in disk.rglob("*") if p.is_file()) == [".aioloader-cache"]
