@@ -41,6 +41,7 @@ from ._tar_index import (
     load_index,
     save_index,
 )
+from ._tar_keep import KeepBudget, KeptShard, sample_bytes
 from .cache import ByteRange, KnownFutureCache, check_coalescing, coalesce
 
 if TYPE_CHECKING:
@@ -119,7 +120,9 @@ class TarShards(Generic[SampleT]):
     Indices are built (or loaded) here, blocking, ``index_threads`` shards at a time. A
     shard in an object store is streamed whole with one GET when a ``cache`` will take its
     samples (indexed as it streams by); otherwise it is read in chunks of 4 MiB, four of
-    them in flight ahead of the header scan.
+    them in flight ahead of the header scan. What indexing keeps for the cache stays within
+    the cache's ``max_bytes`` (plus a shard per indexing thread), however many shards there
+    are: shards are kept while they fit, and offered in order as they are indexed.
 
     Args:
         shards: Local paths (``store`` is None) or object keys, in order; sample indices
@@ -223,53 +226,31 @@ class TarShards(Generic[SampleT]):
             # far more than the shards: then HEADs)
             self._listed = self.reader.versions_under(_folder_of(names), 4 * len(names)) or {}
         shard_threads = min(index_threads, len(names))
+        indices: list[ShardIndex] = []
+        starts = [0]
         with (
             ThreadPoolExecutor(shard_threads) as pool,
             ThreadPoolExecutor(shard_threads * max(1, REMOTE_AHEAD)) as chunk_pool,
         ):
             self._chunk_pool = chunk_pool
-            self._keep_for = cache
-            built = list(pool.map(self._index, names))
-        del self._chunk_pool, self._keep_for
-        self.indices: tuple[ShardIndex, ...] = tuple(index for index, _ in built)
-        starts = [0]
-        for index in self.indices:
-            starts.append(starts[-1] + len(index.samples))
+            self._budget = None if cache is None else KeepBudget(cache)
+            # in shard order, each kept shard offered as soon as its first sample's number
+            # is known: what indexing holds stays within the cache's bound (see _tar_keep)
+            for index, kept in pool.map(self._index, names):
+                if kept is not None and self._budget is not None:
+                    self._budget.offer(starts[-1], kept)
+                indices.append(index)
+                starts.append(starts[-1] + len(index.samples))
+        del self._chunk_pool, self._budget
+        self.indices: tuple[ShardIndex, ...] = tuple(indices)
         self._starts = starts
         self._shard_numbers = {name: number for number, name in enumerate(names)}
         self._span_bounds: dict[int, tuple[list[int], list[int]]] = {}
         self.cache = cache
         if cache is not None:
             cache.bind(self)
-            self._offer_index_reads(cache, [chunks for _, chunks in built])
 
-    def _offer_index_reads(
-        self, cache: KnownFutureCache, built: list[dict[int, bytes] | None]
-    ) -> None:
-        """Give the cache the samples that indexing read anyway, while it has room."""
-        for number, chunks in enumerate(built):
-            if not chunks:
-                continue
-            starts = sorted(chunks)
-            for position, entry in enumerate(self.indices[number].samples):
-                start, end = entry.span
-                if start == end:
-                    continue
-                first = bisect.bisect_right(starts, start) - 1
-                last = bisect.bisect_right(starts, end - 1) - 1
-                if first < 0 or any(
-                    starts[k + 1] != starts[k] + len(chunks[starts[k]]) for k in range(first, last)
-                ):
-                    continue  # a chunk in between was skipped: not read
-                data = b"".join(chunks[starts[k]] for k in range(first, last + 1))
-                offset = start - starts[first]
-                piece = data[offset : offset + end - start]
-                if len(piece) != end - start:
-                    continue
-                if not cache.offer(self._starts[number] + position, piece):
-                    return
-
-    def _index(self, shard: str) -> tuple[ShardIndex, dict[int, bytes] | None]:
+    def _index(self, shard: str) -> tuple[ShardIndex, KeptShard | None]:
         if self.reader is None:
             return self._index_local(shard), None
         reader = self.reader
@@ -285,17 +266,25 @@ class TarShards(Generic[SampleT]):
         def fetch(start: int, end: int) -> bytes:
             return reader.read_sync(shard, start, end)
 
-        cache = self._keep_for
-        kept: dict[int, bytes] | None = None
-        if cache is not None:
+        budget = self._budget
+        kept: KeptShard | None = None
+        if budget is not None:
             # The cache will want these bytes: one GET of the whole shard, indexed as it
-            # streams by, its samples offered to the cache (about one request per shard).
+            # streams by; kept (cut into samples, for the cache) while the budget has room.
             size, tag, chunks = reader.stream_sync(shard, REMOTE_CHUNK)
-            keep = size <= cache.max_bytes
+            keep = budget.reserve(size)
             stream = StreamReader(chunks, size, fetch, REMOTE_CHUNK, keep=keep)
             try:
                 index = index_with(stream, size, tag, shard)
-                kept = stream.kept() if keep else None
+                if keep:
+                    pieces = sample_bytes(index.samples, stream.kept())
+                    stream.close()  # the chunks go; their samples stay
+                    kept = KeptShard(pieces, sum(len(p) for p in pieces if p is not None))
+                    budget.release(size - kept.size)
+            except BaseException:
+                if keep and kept is None:
+                    budget.release(size)
+                raise
             finally:
                 stream.close()
         else:  # chunks fetched ahead, in parallel: about one latency per shard, not per MiB

@@ -444,9 +444,10 @@ class StreamReader:
         return dict(self._kept)
 
     def close(self) -> None:
-        """Stop reading the stream and forget what is held."""
+        """Stop reading the stream and forget what is held (and kept)."""
         self._chunks = None
         self._held.clear()
+        self._kept.clear()
 
 
 def build_index(
