@@ -1,4 +1,8 @@
-"""The parser of every subcommand and ``main``: one line ``error: ...`` for any failure."""
+"""The parser of every subcommand and ``main``: one line ``error: ...`` for any failure.
+
+A reader that stops early (``aioloader tune ... | head -2``) ends the command quietly,
+with status 1 and no traceback: the rest of the output goes nowhere.
+"""
 
 from __future__ import annotations
 
@@ -59,9 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``aioloader`` and ``python -m aioloader``."""
-    args = build_parser().parse_args(argv)
+    try:
+        return _run(build_parser().parse_args(argv))
+    except BrokenPipeError:  # the reader is gone (``| head``): Python's documented recipe
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit cannot fail again
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         lines: list[str] = args.run(args)
+    except BrokenPipeError:
+        raise
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
@@ -70,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {describe(error)}", file=sys.stderr)
         return 2
-    print("\n".join(lines))
+    print("\n".join(lines), flush=True)
     return 0
 
 

@@ -3,14 +3,18 @@
 JSON: ``{"workload": "line-images", "seed": 0, "batch_size": 128, "sampler": "shuffled",
 "width_multiple": 4, "augment": true, "count": 2048}`` (every key optional; the values
 shown are the defaults, which are the demo's workload).
-Python: a file defining ``make_loader(*, workers: int, prefetch: int) -> DataLoader``.
+Python: a file defining ``make_loader(*, workers: int, prefetch: int) -> DataLoader``. Its
+folder is on ``sys.path`` while it is imported and while ``make_loader`` runs, so it may
+import the modules beside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +80,8 @@ def _python_factory(file: Path) -> LoaderFactory:
         raise ValueError(f"config {str(file)!r} cannot be imported")
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with _on_path(file.parent):
+            spec.loader.exec_module(module)
     except Exception as error:
         raise ValueError(
             f"config {str(file)!r} failed to import: {type(error).__name__}: {error}"
@@ -88,7 +93,8 @@ def _python_factory(file: Path) -> LoaderFactory:
         )
 
     def make_loader(*, workers: int, prefetch: int) -> DataLoader[Any, Any]:
-        loader = factory(workers=workers, prefetch=prefetch)
+        with _on_path(file.parent):
+            loader = factory(workers=workers, prefetch=prefetch)
         if not isinstance(loader, DataLoader):
             raise ValueError(  # noqa: TRY004 - a bad config is a bad value for the user
                 f"config {str(file)!r}: make_loader(workers={workers}, prefetch={prefetch}) "
@@ -98,6 +104,18 @@ def _python_factory(file: Path) -> LoaderFactory:
         return loader
 
     return make_loader
+
+
+@contextlib.contextmanager
+def _on_path(folder: Path) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` inside the block (as ``python config.py`` has it)."""
+    entry = str(folder.resolve())
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # the config removed it itself
+            sys.path.remove(entry)
 
 
 def _short_repr(value: object, limit: int = 60) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import anyio
 
 from .._progress import Progress
-from ..core import _backend
 from ..core._digest import digest_batch
 from ..core._samplers import ShuffledSampler
 from ..engine._loader import DataLoader
@@ -26,6 +24,7 @@ from ._arguments import (
     options_named,
     positive,
 )
+from ._kernels import ready_kernels
 
 WORKERS = 0
 PREFETCH = 8
@@ -94,24 +93,8 @@ async def start_up(loader: DataLoader[Any, Any], start: int) -> StartUp:
         async for batch in batches:
             batch.release()
     first = time.perf_counter() - began
-    if _backend.filler_pid() is not None:
-        print(
-            "loading the batch kernels (the first run on a machine compiles them: seconds)",
-            file=sys.stderr,
-        )
-    await anyio.to_thread.run_sync(_backend.load if _backend.chosen() != "numpy" else _none)
-    kernels = _backend.active()
-    if _backend.chosen() == "numpy":
-        note = "AIOLOADER_KERNELS=numpy"
-    elif kernels == "numpy":
-        note = f"the compiled kernels could not load: {_backend.failure()}"
-    else:
-        note = "compiled once per machine, then loaded from numba's cache"
+    kernels, note = await anyio.to_thread.run_sync(ready_kernels)
     return StartUp(first, kernels, time.perf_counter() - began, note)
-
-
-def _none() -> None:
-    return None
 
 
 async def run_demo(

@@ -1,5 +1,8 @@
 """``aioloader tune``: measure the load time per batch, recommend workers and prefetch.
 
+The measurement starts once the compiled kernels are loaded and ``WARM_UP`` batches have
+been taken, so that it is the steady state's time per batch, not the start-up's.
+
 ``--auto`` instead runs the config with ``workers="auto", prefetch="auto"`` against a
 trainer that takes ``--step-ms`` per batch, and reports what the autotuner chose and why.
 """
@@ -13,12 +16,16 @@ from typing import Any
 
 from ..core._autotune import Decision, Knobs
 from ..core._pool import release_batch
+from ..engine import DataLoader
 from ._arguments import add_option, positive, positive_float
 from ._config import CONFIG_HELP, add_config_argument, load_factory
+from ._kernels import ready_kernels
 from ._tuning import epoch_time, recommend_workers
 
 MAX_ROWS = 8
 """At most this many worker counts are printed, whatever the recommendation."""
+WARM_UP = 2
+"""Batches taken before the clock starts (the first one plans the epoch, fills the pool)."""
 
 
 def add_parser(commands: Any) -> None:
@@ -27,7 +34,8 @@ def add_parser(commands: Any) -> None:
         "tune",
         help="measure load time per batch and recommend workers and prefetch",
         description=(
-            "Measure the time to load one batch of a config (or take --load-ms), then apply "
+            "Measure the time to load one batch of a config (or take --load-ms; measured "
+            f"after the compiled kernels have loaded and {WARM_UP} warm-up batches), then apply "
             "the idealised model (a worker makes a batch every LOAD ms, the trainer takes one "
             "every STEP ms): recommend W = ceil(LOAD / STEP) workers and print the epoch time "
             f"for at most {MAX_ROWS} worker counts around W. The epoch length is the config's "
@@ -87,6 +95,16 @@ def run_auto(args: argparse.Namespace) -> list[str]:
     return lines + describe_autotune(start, stats.knobs, stats.decisions)
 
 
+def measure_load(loader: DataLoader[Any, Any], batches: int) -> float:
+    """Seconds per batch over ``batches`` batches, taken after ``WARM_UP`` untimed ones."""
+    started = time.perf_counter()
+    for seen, batch in enumerate(loader.iter_sync(0, WARM_UP + batches)):
+        release_batch(batch)
+        if seen == WARM_UP - 1:
+            started = time.perf_counter()
+    return (time.perf_counter() - started) / batches
+
+
 def worker_counts(recommended: int, limit: int = MAX_ROWS) -> list[int]:
     """The worker counts to print: 0 to W + 1 when that is short, else a spread around W.
 
@@ -112,12 +130,11 @@ def run(args: argparse.Namespace) -> list[str]:
     loader = load_factory(args.config)(workers=0, prefetch=1)
     batches = args.epoch_batches or int(loader.steps_per_epoch)
     if args.load_ms is None:
-        started = time.perf_counter()
-        for batch in loader.iter_sync(0, args.batches):
-            release_batch(batch)
-        load = (time.perf_counter() - started) / args.batches
+        kernels, note = ready_kernels()
+        load = measure_load(loader, args.batches)
         lines.append(
-            f"measured load time per batch: {load * 1e3:.2f} ms over {args.batches} batches"
+            f"measured load time per batch: {load * 1e3:.2f} ms over {args.batches} batches "
+            f"after {WARM_UP} warm-up batches; kernels {kernels} ({note})"
         )
     else:
         load = args.load_ms / 1e3

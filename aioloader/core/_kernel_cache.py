@@ -165,7 +165,8 @@ class Filler:
         """Wait until the running child says whether it compiles; ``True`` when it does.
 
         It says so at its first compilation, or ends: this waits only while it takes its
-        turn on the cache's lock and finds kernels in the cache. ``False`` with no child.
+        turn on the cache's lock and finds kernels in the cache. ``False`` with no child
+        running (none started, or it has ended).
         """
         with self._read_lock:
             child = self._child
@@ -174,7 +175,8 @@ class Filler:
                 line = child.stdout.readline().decode(errors="replace").strip()
                 if line:
                     self._lines.append(line)
-            return bool(self._lines) and self._lines[0] == json.dumps(COMPILING)
+            compiling = bool(self._lines) and self._lines[0] == json.dumps(COMPILING)
+            return compiling and self._state == FILLING
 
     def stop(self) -> None:
         """Kill a running child now (at exit: the parent never waits for a compiler)."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from aioloader._compat import BaseExceptionGroup, add_note
 from aioloader.cli import _app, build_parser, main
 from tests.cli.helpers import Fail
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_help_lists_what_each_subcommand_accepts() -> None:
@@ -67,3 +71,21 @@ def test_a_traceback_never_reaches_the_terminal() -> None:
     )
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == "error: cannot read /no/such/file: No such file or directory\n"
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
+    read, write = os.pipe()
+    os.close(read)  # as `| head -2` once it has its lines: every write now fails
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "aioloader", "tune", "--step-ms", "15", "--load-ms", "40"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT), AIOLOADER_KERNELS="numpy"),
+            check=False,
+        )
+    finally:
+        os.close(write)
+    # before: a BrokenPipeError traceback, then another one at exit
+    assert (result.returncode, result.stderr) == (1, "")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from aioloader.cli._config import add_config_argument, load_factory
-from tests.cli.helpers import Fail
+from tests.cli.helpers import Fail, Run
 
 
 def test_json_config_builds_the_described_loader(tmp_path: Path) -> None:
@@ -97,3 +98,42 @@ def test_config_argument_is_optional() -> None:
     assert parser.parse_args([]).config is None
     assert parser.parse_args(["run.json"]).config == "run.json"
     assert parser.format_usage() == "usage: x [-h] [CONFIG]\n"
+
+
+NEIGHBOUR = "aioloader_test_neighbour_of_a_config"
+CONFIG_WITH_A_NEIGHBOUR = f"""
+from {NEIGHBOUR} import BATCH, COUNT
+
+from aioloader import DataLoader, SequentialSampler
+from aioloader.testing import MemoryDataset, StackCollator
+
+
+def make_loader(*, workers, prefetch):
+    return DataLoader(
+        MemoryDataset(list(range(COUNT))),
+        SequentialSampler(COUNT, BATCH),
+        StackCollator(),
+        seed=0,
+        workers=workers,
+        prefetch=prefetch,
+    )
+"""
+
+
+@pytest.mark.parametrize("command", ["digest", "tune"])
+def test_a_python_config_imports_a_module_beside_it(run: Run, tmp_path: Path, command: str) -> None:
+    (tmp_path / f"{NEIGHBOUR}.py").write_text("COUNT = 16\nBATCH = 4\n")
+    config = tmp_path / "with_neighbour.py"
+    config.write_text(CONFIG_WITH_A_NEIGHBOUR)
+    path = list(sys.path)
+    try:
+        if command == "digest":
+            out = run("digest", str(config), "--stop", "2")
+            assert out.endswith("  steps 0..1\n")
+        else:
+            out = run("tune", str(config), "--step-ms", "15", "--load-ms", "40")
+            assert "idealised epoch of 4 batches (the config;" in out  # 16 / 4
+    finally:
+        sys.modules.pop(NEIGHBOUR, None)
+    # before: "failed to import: ModuleNotFoundError: No module named ..."
+    assert sys.path == path  # put back as it was

@@ -9,9 +9,13 @@ import re
 import anyio
 import pytest
 
-from aioloader.cli import build_parser
+from aioloader.cli import build_parser, main
 from aioloader.cli._demo import make_demo_loader, wait_explained
+from aioloader.cli._kernels import COMPILING
+from aioloader.core import _backend
 from aioloader.core._digest import digest_batch
+from aioloader.core._kernel_cache import FILLED_MARK, Filler
+from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 from tests.cli.helpers import Fail, Run
 
 
@@ -156,3 +160,31 @@ def test_steps_below_one_get_one_message(fail: Fail, steps: str) -> None:
     assert fail("demo", "--steps", steps) == (
         f"error: argument --steps: must be >= 1 but got {steps} (see 'aioloader demo --help')"
     )
+
+
+def test_a_warm_cache_loads_the_kernels_without_a_word(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _backend.load()  # the cache holds every kernel (on a cold machine: they compile here)
+    monkeypatch.delenv(FILLED_MARK, raising=False)
+    monkeypatch.setattr(_backend, "_filler", Filler())  # a child that finds them cached
+    monkeypatch.setattr(_backend, "_loaded", None)
+    with _backend.use_kernels("auto"):
+        assert main(["demo", "--steps", "1", "--no-digest"]) == 0
+    captured = capsys.readouterr()
+    assert "kernels numba ready after" in captured.out
+    # before: "loading the batch kernels (the first run on a machine compiles them: ...)"
+    assert "kernels" not in captured.err
+
+
+def test_kernels_that_must_compile_are_announced(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filler = slow_kernels(monkeypatch, BlockingLoad(blocks=False))
+    monkeypatch.setattr(filler, "compiles", lambda: True)  # the child found one not cached
+    with _backend.use_kernels("auto"):
+        assert main(["demo", "--steps", "1", "--no-digest"]) == 0
+    captured = capsys.readouterr()
+    assert COMPILING in captured.err.splitlines()
+    assert "kernels numpy ready after" in captured.out
+    assert f"(the compiled kernels could not load: {WITHHELD})" in captured.out

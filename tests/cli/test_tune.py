@@ -5,9 +5,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from aioloader.cli import _tune
 from aioloader.cli._tune import MAX_ROWS, describe_autotune, worker_counts
+from aioloader.core import _backend
 from aioloader.core._autotune import Decision, Knobs
+from aioloader.core._kernel_cache import FILLED
+from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 from tests.cli.helpers import Fail, Run
 
 
@@ -40,7 +47,29 @@ def test_measures_when_no_load_is_given(run: Run, tmp_path: Path) -> None:
     config.write_text(json.dumps({"count": 64, "batch_size": 8}))
     lines = run("tune", str(config), "--step-ms", "1000", "--batches", "4").splitlines()
     assert lines[0].startswith("measured load time per batch: ")
-    assert lines[0].endswith(" ms over 4 batches")
+    assert " ms over 4 batches after 2 warm-up batches; kernels " in lines[0]
+    assert lines[1] == "recommended: workers=1, prefetch=2"
+
+
+def test_the_kernels_load_before_the_clock_starts(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [100.0]  # a fake clock: only the kernels' load moves it, by 1 s
+
+    def advance() -> None:
+        now[0] += 1.0
+
+    monkeypatch.setattr(_tune, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    slow_kernels(monkeypatch, BlockingLoad(advance, blocks=False), FILLED)
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps({"count": 64, "batch_size": 8}))
+    with _backend.use_kernels("auto"):
+        lines = run("tune", str(config), "--step-ms", "1", "--batches", "4").splitlines()
+    # before: "measured load time per batch: 250.00 ms over 4 batches" (the load counted)
+    assert lines[0] == (
+        "measured load time per batch: 0.00 ms over 4 batches after 2 warm-up batches; "
+        f"kernels numpy (the compiled kernels could not load: {WITHHELD})"
+    )
     assert lines[1] == "recommended: workers=1, prefetch=2"
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from aioloader.core import _backend, _kernels
 from aioloader.core._kernel_cache import FILLED, FILLED_MARK, FILLING, Filler, lock_path
+from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 
 
 @pytest.fixture
@@ -77,3 +78,57 @@ def test_a_process_started_after_the_fill_needs_no_child(
     other = Filler()
     assert other.poll() == FILLING  # another cache: a child of its own
     other.stop()
+
+
+def test_to_load_is_due_once_loading_compiles_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    load = BlockingLoad(blocks=False)
+    filler = slow_kernels(monkeypatch, load)
+    with _backend.use_kernels("numpy"):
+        assert _backend.to_load() is False
+    with _backend.use_kernels("auto"):
+        assert _backend.to_load() is False  # the child still fills the cache
+        filler.filled()
+        assert _backend.to_load() is True
+        assert load.threads == []  # to_load() never loads
+        assert _backend.load() is None
+        assert _backend.to_load() is False  # done (here: failed)
+    assert _backend.failure() == WITHHELD
+
+
+def test_numba_is_due_until_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_kernels(monkeypatch, BlockingLoad(blocks=False))
+    with _backend.use_kernels("numba"):
+        assert _backend.to_load() is True  # load() then waits for the child, or compiles
+
+
+def test_loading_elsewhere_never_loads_on_this_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    load = BlockingLoad(blocks=False)
+    filler = slow_kernels(monkeypatch, load, FILLED)
+    with _backend.use_kernels("auto"):
+        with _backend.loading_elsewhere():
+            assert _backend.compiled() is None
+            assert filler.polls == 1  # the first use still starts the child
+        assert load.threads == []
+        assert _backend.compiled() is None  # outside: loads here (and the double fails)
+    assert load.threads == [threading.get_ident()]
+
+
+def test_load_kernels_warms_up_on_the_calling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    load = BlockingLoad(blocks=False)
+    filler = slow_kernels(monkeypatch, load)
+    with _backend.use_kernels("numpy"):
+        assert _backend.load_kernels() == "numpy"
+    assert (load.threads, filler.polls) == ([], 0)  # numpy: numba is never imported
+    filler.filled()
+    with _backend.use_kernels("auto"):
+        assert _backend.load_kernels() == "numpy"  # the double fails
+    assert load.threads == [threading.get_ident()]
+    assert _backend.failure() == WITHHELD
+
+
+def test_load_kernels_returns_numba_once_loaded(fresh: Filler) -> None:
+    with _backend.use_kernels("auto"):
+        assert _backend.compiles() is False  # the cache holds them: no compilation
+        assert _backend.load_kernels() == "numba"
+        assert _backend.compiled() is _kernels
+        assert _backend.compiles() is False

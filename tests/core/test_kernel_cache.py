@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from aioloader.core import _kernels
 from aioloader.core._kernel_cache import (
     FAILED,
     FILLED,
+    FILLED_MARK,
     FILLING,
     Filler,
     _reported_failure,
@@ -87,7 +87,7 @@ def test_stop_kills_a_running_child_at_once(
 
 
 SHORT_SCRIPT = """
-import json, time
+import json, sys
 import anyio
 from aioloader.cli._demo import make_demo_loader
 from aioloader.core import _backend
@@ -99,8 +99,8 @@ async def main() -> None:
             batch.release()
 
 anyio.run(main)
-print(json.dumps({"kernels": _backend.active(), "filler": _backend.filler_pid(),
-                  "done": time.time()}), flush=True)
+print(json.dumps({"kernels": _backend.active(), "filler": _backend.filler_pid()}), flush=True)
+sys.stdin.readline()  # the test's go: the script's last line
 """
 
 
@@ -108,19 +108,49 @@ def test_a_short_script_exits_without_waiting_for_the_compiler(tmp_path: Path) -
     cache = tmp_path / "numba"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), AIOLOADER_KERNELS="auto")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    with compiler_held(cache):  # the child is still "compiling" when the script ends
+    with compiler_held(cache):  # the child cannot finish while this block holds its lock
         script = subprocess.Popen(
-            [sys.executable, "-c", SHORT_SCRIPT], env=env, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", SHORT_SCRIPT],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
+        assert script.stdin is not None
         assert script.stdout is not None
         report = json.loads(script.stdout.readline())
+        assert not gone(report["filler"])  # at the script's last line the child "compiles"
+        script.stdin.close()  # go: the script ends
+        # the bound only ends a failing test: an exit that waited for the child would wait
+        # forever, since the child cannot take the lock until this block ends
         script.wait(timeout=60)
-        exited = time.time()
+        assert gone(report["filler"])  # killed at exit, the lock still held
         script.stdout.close()
     assert report["kernels"] == "numpy"
     assert script.returncode == 0
-    assert exited - report["done"] < 5.0  # about 0.3 s; a compile takes 10-60 s
-    assert gone(report["filler"])
+
+
+def test_the_child_says_when_it_compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # empty: the first kernel compiles
+    filler = Filler()
+    assert filler.compiles() is False  # no child yet
+    assert filler.poll() == FILLING
+    assert filler.compiles() is True
+    assert filler.compiles() is True  # asked again: the news is kept
+    filler.stop()
+    assert filler.compiles() is False
+
+
+def test_a_child_that_finds_every_kernel_cached_compiles_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(FILLED_MARK, raising=False)
+    assert load_every_kernel() is None  # here, as the first run on the machine would
+    filler = Filler()
+    assert filler.poll() == FILLING
+    assert filler.compiles() is False  # it ended without compiling
+    assert filler.wait() == FILLED
+    assert filler.failure is None
 
 
 def test_a_broken_numpy_layout_is_a_failure_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,34 @@
+"""The batch kernels for a command that measures: loaded before its clock starts, named."""
+
+from __future__ import annotations
+
+import sys
+
+from ..core import _backend
+
+COMPILING = "compiling the batch kernels (once per machine and numba version: seconds)"
+"""Printed to standard error when, and only when, the kernels compile before they load."""
+
+
+def ready_kernels() -> tuple[str, str]:
+    """Load the compiled kernels now; which kernels batches will use, and why.
+
+    Says so on standard error first when they must compile (a machine that never ran
+    them); a warm cache loads them silently.
+
+    Returns:
+        ``("numba", why)`` or ``("numpy", why)``.
+    """
+    if _backend.compiles():
+        print(COMPILING, file=sys.stderr, flush=True)
+    kernels = _backend.load_kernels()
+    return kernels, kernels_note(kernels)
+
+
+def kernels_note(kernels: str) -> str:
+    """Why ``kernels`` run: chosen, failed to load, or loaded from numba's cache."""
+    if _backend.chosen() == "numpy":
+        return "AIOLOADER_KERNELS=numpy"
+    if kernels == "numpy":
+        return f"the compiled kernels could not load: {_backend.failure()}"
+    return "compiled once per machine, then loaded from numba's cache"
