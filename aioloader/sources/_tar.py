@@ -420,13 +420,13 @@ class TarShards(Generic[SampleT]):
                 raise
 
         chunks = await gather_ordered(read_one, ranges)
+        carriers = RangeFinder(ranges)
         samples = []
         for index in indices:
             key, start, end = spans[int(index)]
-            for (chunk_key, chunk_start, chunk_end), chunk in zip(ranges, chunks, strict=True):
-                if chunk_key == key and chunk_start <= start and end <= chunk_end:
-                    data = chunk[start - chunk_start : end - chunk_start]
-                    break
+            carrier = carriers.find(key, start)
+            chunk_start = ranges[carrier][1]
+            data = chunks[carrier][start - chunk_start : end - chunk_start]
             samples.append(self._assemble(int(index), data))
         return samples
 
@@ -437,9 +437,11 @@ class TarShards(Generic[SampleT]):
 
     async def get_sample(self, index: int) -> SampleT:
         """Read sample ``index`` and pass it through ``decode``."""
-        with naming_sample(index, lambda: f"sample {index} of shard {self.locate(index)[0]!r}"):
-            sample = await self.read_sample(index)
-        return self._decode(index, sample)
+        shard, _ = self.locate(index)  # a bad index raises here, before any read
+        position = int(index)
+        with naming_sample(position, lambda: f"sample {position} of shard {shard!r}"):
+            sample = await self.read_sample(position)
+        return self._decode(position, sample)
 
     async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:
         """Read one batch (coalesced, or through the cache); results in the order of ``indices``."""
@@ -465,6 +467,29 @@ def _check_index_dir(index_dir: Any) -> Path | None:
         if part.exists():
             break
     return path
+
+
+class RangeFinder:
+    """Which of a batch's coalesced ranges holds a span: a binary search per span.
+
+    ``coalesce`` orders the ranges by object, then by start, and ranges of one object never
+    overlap; so the range holding a span is the last of its object starting at or before it.
+    Matching a batch of ``n`` samples costs ``O(n log n)``, not a scan of every range.
+    """
+
+    def __init__(self, ranges: Sequence[ByteRange]) -> None:
+        self._starts: dict[str, list[int]] = {}
+        self._first: dict[str, int] = {}
+        for position, (key, start, _) in enumerate(ranges):
+            if key not in self._starts:
+                self._starts[key], self._first[key] = [], position
+            self._starts[key].append(start)
+
+    def find(self, key: str, start: int) -> int:
+        """The position (in ``ranges``) of the range holding a span of ``key`` from ``start``."""
+        found = bisect.bisect_right(self._starts[key], start) - 1
+        assert found >= 0, (key, start)
+        return self._first[key] + found
 
 
 def _inside(span: ByteRange, byte_range: ByteRange) -> bool:
