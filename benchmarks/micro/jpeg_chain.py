@@ -4,7 +4,9 @@ N JPEGs of 500x375 are made in memory with Pillow. Each chain runs over all of t
 1 thread, then split over T threads (samples k, k+T, ...). Per row: wall and CPU time per
 sample, CPU/wall (the cores kept busy), the speedup over one thread, and the share of a
 sample's time that holds the GIL estimated from that speedup (Amdahl: ``T/speedup - 1``
-over ``T - 1``; noisy where other work shares the cores).
+over ``T - 1``; noisy where other work shares the cores). The probe column: how fast a
+pure-Python loop on a second thread counts while the chain runs on one thread, against
+the loop alone (1.0: the chain leaves the GIL free; near 0.5 or below: it holds it).
 
 For JpegCropResize the GIL-held time is also measured directly: a sample's thread CPU
 minus the CPU spent inside libjpeg-turbo's decode and the nogil kernel, plus the part of
@@ -96,6 +98,31 @@ def run_threads(work: Callable[[bytes, SampleRng], Any], files: list[bytes], thr
     return time.perf_counter() - began, sum(cpu), sum(spent)
 
 
+def probe(work: Callable[[bytes, SampleRng], Any], files: list[bytes]) -> float:
+    """A counting thread's rate while ``work`` runs over ``files``, against its rate alone."""
+    stop, counts = threading.Event(), [0]
+
+    def count() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+        counts[0] = n
+
+    def rate(body: Callable[[], None]) -> float:
+        stop.clear()
+        counter = threading.Thread(target=count)
+        counter.start()
+        began = time.perf_counter()
+        body()
+        stop.set()
+        counter.join()
+        return counts[0] / (time.perf_counter() - began)
+
+    alone = rate(lambda: time.sleep(0.3))
+    busy = rate(lambda: [work(data, SampleRng(k)) for k, data in enumerate(files)])
+    return busy / alone
+
+
 def call_overhead(rounds: int = 2000) -> float:
     """CPU seconds per sample of the GIL-held part of decode_jpeg and the kernel."""
     buffer = io.BytesIO()
@@ -136,9 +163,9 @@ def main() -> None:
         print(f"GIL-held part of the decode and kernel calls (tiny input): {overhead * 1e6:.1f} us")
         print(
             "| chain | threads | wall us/sample | CPU us/sample | CPU/wall | speedup | "
-            "GIL share (Amdahl) | GIL-held us/sample (measured) |"
+            "GIL share (Amdahl) | GIL-held us/sample (measured) | probe |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, work in rows:
             single = None
             for threads in (1, args.threads):
@@ -154,9 +181,10 @@ def main() -> None:
                 if name != "Pillow":
                     held = cpu - spent + overhead
                     measured = f"{held * 1e6:.1f} ({held / cpu:.1%})"
+                probed = f"{probe(work, files):.2f}" if threads == 1 else ""
                 print(
                     f"| {name} | {threads} | {wall * 1e6:,.0f} | {cpu * 1e6:,.0f} | "
-                    f"{cpu / wall:.2f} | {speedup:.2f} | {amdahl} | {measured} |"
+                    f"{cpu / wall:.2f} | {speedup:.2f} | {amdahl} | {measured} | {probed} |"
                 )
 
 
