@@ -17,6 +17,12 @@ failure record, in the shard that covers its position. A run killed at any momen
 manifest of complete shards covering inputs ``[start, P)``; the same call again resumes at
 ``P``, overwriting what the killed run left unlisted. So the committed shards hold every
 input once: no duplicate, no gap.
+
+Bounded by inputs, not samples: a shard is committed once it holds ``shard_samples``
+records, samples and failure records together. So during an outage (every fetch failing)
+shards of failure records are still committed, the manifest's resume point moves on,
+the records waiting for a commit stay under ``shard_samples``, and a run killed at any
+moment redoes fewer than ``shard_samples`` inputs when resumed.
 """
 
 from __future__ import annotations
@@ -227,6 +233,12 @@ def _noting(
     return note
 
 
+def _pending_records(writer: TarShardWriter, start: int) -> int:
+    """Inputs recorded (samples and failures) in the shard not yet committed."""
+    manifest = writer.manifest
+    return writer.next_position - (manifest.end if manifest.shards else start)
+
+
 def _describe_inputs(inputs: Any) -> str:
     if isinstance(inputs, (str, os.PathLike)):
         return str(Path(inputs))
@@ -279,7 +291,9 @@ async def ingest(
             512 MiB); see ``ReorderWindow``. With a slow input at the head, the window
             fills behind it and waits until its deadline ends it.
         threads: Worker threads for image work (default: the CPU count).
-        shard_samples: Samples per shard.
+        shard_samples: Records per shard: samples and failure records together (a shard
+            is committed when it holds this many, so failures during an outage are
+            committed too, and a resume redoes fewer than this many inputs).
         shard_bytes: Bytes per shard (roughly).
         name_pattern: Shard names, formatted with the shard number.
         start: First input position to ingest (a worker's share of a larger list).
@@ -387,6 +401,8 @@ async def ingest(
                     position = outcome.record.position
                     await writer.write(key, outcome.fields, position=position, input_digest=digest)
                     ok += 1
+                if _pending_records(writer, start) >= shard_samples:
+                    await writer.commit()  # failures count: an outage still commits
                 fetched += len(outcome.fetched.body or b"")
                 if committed and trim is not None:  # a shard's memory goes back to the system
                     committed.clear()

@@ -188,8 +188,7 @@ class Manifest:
     @property
     def end(self) -> int:
         """One past the last input position committed (0 when none is)."""
-        ends = [record.end for record in self.shards if record.end is not None]
-        return ends[-1] if ends else 0
+        return next((r.end for r in reversed(self.shards) if r.end is not None), 0)
 
     @property
     def total_samples(self) -> int:
