@@ -51,6 +51,7 @@ from .core import ShuffledSampler as ShuffledSampler
 from .core import TreeBatch as TreeBatch
 from .core import TreeCollator as TreeCollator
 from .core import default_collate as default_collate
+from .core import load_kernels as load_kernels
 from .engine import AutoTune as AutoTune
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
@@ -140,4 +141,5 @@ __all__ = (
     "decode_bytes",
     "decode_npy",
     "default_collate",
+    "load_kernels",
 )

@@ -68,6 +68,7 @@ TOP_LEVEL = (
     "decode_bytes",
     "decode_npy",
     "default_collate",
+    "load_kernels",
 )
 
 CORE = (
@@ -117,6 +118,7 @@ CORE = (
     "gray8_to_planar",
     "keyed_permutation",
     "keyed_permutation_array",
+    "load_kernels",
     "mix",
     "mix_array",
     "pack_lengths",

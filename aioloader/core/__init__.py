@@ -3,6 +3,7 @@
 Synchronous, numpy only, no I/O and no threads of its own.
 """
 
+from ._backend import load_kernels as load_kernels
 from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
 from ._digest import digest_batch as digest_batch
 from ._digest import digest_stream as digest_stream
@@ -108,6 +109,7 @@ __all__ = (
     "gray8_to_planar",
     "keyed_permutation",
     "keyed_permutation_array",
+    "load_kernels",
     "mix",
     "mix_array",
     "pack_lengths",
