@@ -225,30 +225,45 @@ class TarShards(Generic[SampleT]):
             # request per 1,000 shards instead of a HEAD per shard (unless the folder holds
             # far more than the shards: then HEADs)
             self._listed = self.reader.versions_under(_folder_of(names), 4 * len(names)) or {}
-        shard_threads = min(index_threads, len(names))
-        indices: list[ShardIndex] = []
-        starts = [0]
-        with (
-            ThreadPoolExecutor(shard_threads) as pool,
-            ThreadPoolExecutor(shard_threads * max(1, REMOTE_AHEAD)) as chunk_pool,
-        ):
-            self._chunk_pool = chunk_pool
-            self._budget = None if cache is None else KeepBudget(cache)
-            # in shard order, each kept shard offered as soon as its first sample's number
-            # is known: what indexing holds stays within the cache's bound (see _tar_keep)
-            for index, kept in pool.map(self._index, names):
-                if kept is not None and self._budget is not None:
-                    self._budget.offer(starts[-1], kept)
-                indices.append(index)
-                starts.append(starts[-1] + len(index.samples))
-        del self._chunk_pool, self._budget
-        self.indices: tuple[ShardIndex, ...] = tuple(indices)
-        self._starts = starts
         self._shard_numbers = {name: number for number, name in enumerate(names)}
         self._span_bounds: dict[int, tuple[list[int], list[int]]] = {}
         self.cache = cache
-        if cache is not None:
-            cache.bind(self)
+        budget = None if cache is None else KeepBudget(cache)
+        try:
+            self.indices, self._starts = self._index_all(names, index_threads, budget)
+            if cache is not None:
+                cache.bind(self)
+        except BaseException:
+            if budget is not None:
+                budget.withdraw()  # samples offered for indices that do not exist
+            raise
+
+    def _index_all(
+        self, names: list[str], threads: int, budget: KeepBudget | None
+    ) -> tuple[tuple[ShardIndex, ...], list[int]]:
+        """Every shard's index and the first sample number of each shard (and the total).
+
+        In shard order, each kept shard is offered to the cache as soon as its first
+        sample's number is known: what indexing holds stays within the cache's bound.
+        """
+        shard_threads = min(threads, len(names))
+        indices: list[ShardIndex] = []
+        starts = [0]
+        try:
+            with (
+                ThreadPoolExecutor(shard_threads) as pool,
+                ThreadPoolExecutor(shard_threads * max(1, REMOTE_AHEAD)) as chunk_pool,
+            ):
+                self._chunk_pool = chunk_pool
+                self._budget = budget
+                for index, kept in pool.map(self._index, names):
+                    if kept is not None and budget is not None:
+                        budget.offer(starts[-1], kept)
+                    indices.append(index)
+                    starts.append(starts[-1] + len(index.samples))
+        finally:  # every indexing thread has ended
+            del self._chunk_pool, self._budget
+        return tuple(indices), starts
 
     def _index(self, shard: str) -> tuple[ShardIndex, KeptShard | None]:
         if self.reader is None:

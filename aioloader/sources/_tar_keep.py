@@ -65,16 +65,20 @@ def sample_bytes(
 class KeepBudget:
     """The room indexing may fill with kept shards: the cache's free memory (thread-safe).
 
-    Indexing threads ``reserve`` a shard's size before keeping it and ``shrink`` the
-    reservation to its samples once it is cut; ``offer`` hands a kept shard to the cache,
-    where what the cache took keeps counting and the rest is given back.
+    Indexing threads ``reserve`` a shard's size before keeping it and ``release`` what
+    cutting it into samples gave back; ``offer`` hands a kept shard to the cache, where
+    what the cache took keeps counting and the rest is given back. A cache that already
+    holds samples gets none (they would be another source's, or mixed with them).
     """
 
     def __init__(self, cache: KnownFutureCache) -> None:
         self.cache = cache
-        self._room = cache.max_bytes - cache.statistics().current_bytes
+        stats = cache.statistics()
+        free = cache.max_bytes - stats.current_bytes - stats.readahead_bytes
+        self._room = free if stats.entries == 0 else 0
         self._held = 0
         self._open = True
+        self._offered: list[int] = []
         self._lock = threading.Lock()
 
     @property
@@ -109,8 +113,19 @@ class KeepBudget:
                 continue
             if self.cache.offer(first + position, piece):
                 taken += len(piece)
+                self._offered.append(first + position)
             else:
                 with self._lock:
                     self._open = False
         with self._lock:
             self._held += taken - kept.size
+
+    def withdraw(self) -> None:
+        """Take back every sample offered (the source failed to build: they name nothing)."""
+        with self._lock:
+            self._open = False
+        memory = self.cache.memory
+        for unit in self._offered:
+            if unit in memory:
+                memory.take(unit, evicted=False)
+        self._offered.clear()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import io
 import tarfile
 import tracemalloc
+from pathlib import Path
+from typing import Any
 
 import anyio
 import obstore
 import pytest
 
+from aioloader import MalformedShardError
 from aioloader.sources._tar import TarShards
 from aioloader.sources._tar_index import TarSampleEntry
 from aioloader.sources._tar_keep import KeepBudget, KeptShard, sample_bytes
@@ -67,6 +70,59 @@ def test_indexing_with_a_cache_holds_its_bound_plus_the_shards_in_flight(
         assert after.requests == shards  # served from what indexing kept
 
 
+def _small_shard(tag: int) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        for i in range(3):
+            info = tarfile.TarInfo(f"{i}.bin")
+            info.size = 100
+            archive.addfile(info, io.BytesIO(bytes([tag * 3 + i]) * 100))
+    return buffer.getvalue()
+
+
+def _put(store: Any, prefix: str, shards: dict[str, bytes]) -> list[str]:
+    for name, data in shards.items():
+        obstore.put(store, prefix + name, data)
+    return [prefix + name for name in shards]
+
+
+def test_a_source_that_fails_to_build_leaves_nothing_in_the_cache(
+    s3_server: S3Info, s3_prefix: str
+) -> None:
+    store = s3_server.store()
+    good = _put(store, s3_prefix, {"a.tar": _small_shard(0), "b.tar": _small_shard(1)})
+    (bad,) = _put(store, s3_prefix, {"bad.tar": b"not a tar archive" * 64})
+    cache = KnownFutureCache(1 << 20)
+    with pytest.raises(MalformedShardError, match=r"bad\.tar"):
+        TarShards([*good, bad], store, cache=cache, index_threads=1)
+    assert (cache.statistics().entries, cache.statistics().current_bytes) == (0, 0)
+    swapped = TarShards(good[::-1], store, cache=cache)  # samples 0-2 are b's now
+    assert cache.statistics().entries == 6
+    got = anyio.run(swapped.get_samples, list(range(6)))
+    assert [sample["bin"][0] for sample in got] == [3, 4, 5, 0, 1, 2]
+
+
+def test_a_cache_serving_another_source_is_not_offered_its_samples(
+    s3_server: S3Info, s3_prefix: str, tmp_path: Path
+) -> None:
+    store = s3_server.store()
+    first = _put(store, s3_prefix, {"a.tar": _small_shard(0)})
+    other = _put(store, s3_prefix, {"b.tar": _small_shard(1)})
+    TarShards(first, store, index_dir=tmp_path)
+    cache = KnownFutureCache(1 << 20)
+    source = TarShards(first, store, index_dir=tmp_path, cache=cache)  # nothing offered
+    assert cache.statistics().entries == 0
+    with pytest.raises(ValueError, match="already serves another source"):
+        TarShards(other, store, cache=cache)  # indexed on the fly: it offered, then took back
+    assert cache.statistics().entries == 0
+    got = anyio.run(source.get_samples, [0, 1, 2])
+    assert [sample["bin"] for sample in got] == [bytes([i]) * 100 for i in range(3)]
+    held = cache.statistics().entries
+    with pytest.raises(ValueError, match="already serves another source"):
+        TarShards(other, store, cache=cache)  # a cache holding samples is offered none
+    assert cache.statistics().entries == held
+
+
 def test_sample_bytes_are_cut_from_contiguous_chunks_only() -> None:
     shard = bytes(range(40))
     chunks = {0: shard[:10], 10: shard[10:25], 30: shard[30:40]}  # bytes 25-30 never read
@@ -108,3 +164,4 @@ def test_the_budget_keeps_within_the_cache_room_and_stops_at_the_first_refusal()
     assert budget.held == 90  # the 10 bytes taken count; keeping has ended
     assert not budget.reserve(1)
     assert (cache.statistics().entries, cache.statistics().current_bytes) == (6, 95)
+    assert not KeepBudget(cache).reserve(1)  # a cache that holds samples is offered none
