@@ -61,6 +61,9 @@ TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
 _CREDENTIAL_HEADERS = ("authorization", "cookie", "proxy-authorization")
 
+clock = time.monotonic
+"""Seconds, read by the ``min_rate`` windows (tests replace it with a fake clock)."""
+
 
 def _timeout(name: str, value: Any) -> float | None:
     if value is None:
@@ -440,7 +443,7 @@ class _RateWatch:
     def __init__(self, min_rate: float | None, grace: float) -> None:
         self._min_rate = min_rate
         self._grace = grace
-        self._start = time.monotonic()
+        self._start = clock()
         self._bytes = 0
 
     def add(self, size: int) -> str | None:
@@ -448,7 +451,7 @@ class _RateWatch:
         if self._min_rate is None:
             return None
         self._bytes += size
-        now = time.monotonic()
+        now = clock()
         elapsed = now - self._start
         if elapsed < self._grace:
             return None
