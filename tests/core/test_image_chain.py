@@ -419,3 +419,19 @@ def test_decode_returns_new_arrays_and_the_chain_reuses_its_scratch_safely() -> 
     expected = {data: crop_resize(chain.decode(data)[0], 16).tobytes() for data in (small, large)}
     for data in (large, small, large, small):
         assert chain(data).tobytes() == expected[data]
+
+
+def test_auto_waits_for_the_other_kernels_and_never_for_a_load_under_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded = compiled_kernel()
+    monkeypatch.setattr(chain_module, "_loaded", None)
+    with use_kernels("auto"):
+        monkeypatch.setattr(chain_module, "compiled", lambda: None)  # other kernels not ready
+        assert chain_module._kernel() is None
+        monkeypatch.setattr(chain_module, "compiled", lambda: object())
+        with chain_module._load_lock:  # another thread is loading: the reference meanwhile
+            assert chain_module._kernel() is None
+        assert chain_module._kernel() is loaded
+    with use_kernels("numpy"):
+        assert chain_module._kernel() is None
