@@ -451,7 +451,13 @@ class KnownFutureCache:
     async def _read_disk(
         self, on_disk: dict[int, Path], found: dict[int, bytes], damaged: list[int]
     ) -> None:
-        for unit, data in (await DiskTier.read_many(on_disk)).items():
+        """Read entries from disk into ``found``; a missing or damaged one is a miss after
+        all (``damaged``). Shielded: local reads are short, and the batch's read goes on
+        after its task group only when every sample is found or known damaged (a
+        cancellation is delivered at its next checkpoint)."""
+        with anyio.CancelScope(shield=True):
+            read = await DiskTier.read_many(on_disk)
+        for unit, data in read.items():
             if data is None:  # deleted or damaged meanwhile: a miss after all
                 self._tally.hits -= 1
                 self._tally.disk_hits -= 1
