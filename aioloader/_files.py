@@ -9,44 +9,74 @@ needs a running asyncio loop; on trio it fails (``RuntimeError: no running event
 On trio, anyio's ``AsyncFile`` does the same work in trio's worker threads. ``AsyncFile``
 below hides the choice, so a caller writes one async code path for asyncio, uvloop and trio.
 
-Cancellation never leaves a file open: ``open_file`` runs the open to its end even when
-cancelled (the caller gets the file and closes it; the cancellation is delivered at its
-next checkpoint), and ``AsyncFile.aclose`` is shielded, because anyio cancels every await
-of a cancelled scope, ``close`` included.
+Cancellation never leaves a file open, nor a thread still using it once the cancelled
+call is over. anyio cancels every await of a cancelled scope, ``close`` included, so
+``AsyncFile.aclose`` is shielded. A plain asyncio ``task.cancel()`` (``asyncio.wait_for``,
+a ``TaskGroup``, the sources' ``gather_ordered``) goes through anyio's shields and would
+abandon a worker thread, and the file it opens or closes with it; so the calls that open
+or close a file (``run_to_end``) wait for their thread, even then, and close what it
+opened for a caller that is gone. On asyncio these calls run in the loop's default
+executor, as aiofiles' do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 import anyio
 import sniffio
 
-__all__ = ("PIECE", "AsyncFile", "open_file", "read_file")
+__all__ = ("PIECE", "AsyncFile", "open_file", "open_with", "read_file", "run_to_end")
 
 PIECE = 1 << 20
 """Bytes per worker-thread call when a file is read or written in pieces."""
 
-BinaryMode = Literal["rb", "wb", "ab", "r+b", "xb"]
+T = TypeVar("T")
 
-# The binary io types aiofiles wraps (its ``threadpool.wrap`` refuses others, such as a
-# ``SpooledTemporaryFile``, which anyio's ``AsyncFile`` wraps instead).
-_AIOFILES_TYPES = (io.BufferedIOBase, io.FileIO)
+BinaryMode = Literal["rb", "wb", "ab", "r+b", "xb"]
 
 
 def _on_asyncio() -> bool:
     return sniffio.current_async_library() == "asyncio"
 
 
+async def run_to_end(fn: Callable[[], T], discard: Callable[[T], object] | None = None) -> T:
+    """``fn()`` in a worker thread, waited for to its end even when the caller is cancelled.
+
+    The cancellation goes on once ``fn`` has returned; what it returned to a caller that
+    is gone is passed to ``discard`` (a file to close, say). anyio's worker threads already
+    wait on an anyio cancellation (so on trio this is ``anyio.to_thread.run_sync``); on
+    asyncio the thread is also waited for after a plain ``task.cancel()``.
+    """
+    if not _on_asyncio():
+        return await anyio.to_thread.run_sync(fn)
+    future = asyncio.get_running_loop().run_in_executor(None, fn)
+    try:
+        return await asyncio.shield(future)
+    except BaseException:
+        if discard is not None:
+
+            def discard_result(done: asyncio.Future[T]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    discard(done.result())
+
+            future.add_done_callback(discard_result)
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait([future])
+        raise
+
+
 class AsyncFile:
     """A binary file whose calls run in a worker thread; ``aclose`` it (or ``async with``).
 
-    On asyncio (and uvloop) the calls go through aiofiles when it can wrap the file (a file
-    of ``open``), on trio (or for other file objects) through ``anyio.AsyncFile``.
+    On asyncio (and uvloop) reads and writes go through aiofiles when it can wrap the file
+    (a buffered file of ``open``), on trio (or for other file objects) through
+    ``anyio.AsyncFile``.
 
     Attributes:
         wrapped: The blocking file object, for calls that belong together in one thread
@@ -56,15 +86,12 @@ class AsyncFile:
     def __init__(self, wrapped: IO[bytes]) -> None:
         self.wrapped = wrapped
         self._calls: Any
-        self._close: Callable[[], Awaitable[None]]
-        if _on_asyncio() and isinstance(wrapped, _AIOFILES_TYPES):
+        if _on_asyncio() and isinstance(wrapped, io.BufferedIOBase):
             from aiofiles.threadpool import wrap
 
             self._calls = wrap(wrapped)
-            self._close = self._calls.close
         else:
             self._calls = anyio.wrap_file(wrapped)
-            self._close = self._calls.aclose
 
     def __repr__(self) -> str:
         return f"AsyncFile({self.wrapped!r})"
@@ -89,9 +116,13 @@ class AsyncFile:
         await self._calls.writelines(pieces)
 
     async def aclose(self) -> None:
-        """Close the file, even in a cancelled scope (the close is shielded)."""
+        """Close the file, even in a cancelled scope (shielded, and run to its end).
+
+        A read or write that a plain asyncio cancel abandoned may still run in its thread;
+        a buffered file's close waits for it.
+        """
         with anyio.CancelScope(shield=True):
-            await self._close()
+            await run_to_end(self.wrapped.close)
 
     async def __aenter__(self) -> AsyncFile:
         return self
@@ -105,17 +136,28 @@ class AsyncFile:
         await self.aclose()
 
 
-async def open_file(path: str | os.PathLike[str], mode: BinaryMode = "rb") -> AsyncFile:
-    """Open ``path`` in one worker-thread call, as an ``AsyncFile``.
+def _close(handle: IO[bytes] | None) -> None:
+    if handle is not None:
+        handle.close()
 
-    The open runs to its end even when the caller is cancelled meanwhile (anyio's worker
-    threads are not abandoned), so the caller always gets the file it opened and closes it;
-    the cancellation comes at the caller's next checkpoint. An ``aiofiles.open`` cancelled
-    mid-way would lose the file it opened (open until garbage collection). Errors are
-    ``open``'s (``FileNotFoundError``, ``PermissionError``...).
+
+async def open_with(
+    opener: Callable[[], IO[bytes]], discard: Callable[[IO[bytes]], object] = _close
+) -> AsyncFile:
+    """The file ``opener()`` opens in a worker thread, as an ``AsyncFile``.
+
+    The open runs to its end even when the caller is cancelled; a caller that is gone
+    by then never gets the file, which is passed to ``discard`` (by default: closed).
     """
-    opened: IO[bytes] = await anyio.to_thread.run_sync(open, path, mode)
-    return AsyncFile(opened)
+    return AsyncFile(await run_to_end(opener, discard))
+
+
+async def open_file(path: str | os.PathLike[str], mode: BinaryMode = "rb") -> AsyncFile:
+    """Open ``path`` in a worker thread, as an ``AsyncFile`` (see ``open_with``).
+
+    Errors are ``open``'s (``FileNotFoundError``, ``PermissionError``...).
+    """
+    return await open_with(lambda: open(path, mode))
 
 
 def _open_and_read(
@@ -143,7 +185,9 @@ async def read_file(path: str | os.PathLike[str], piece: int = PIECE) -> bytes:
     caller is cancelled. Errors are ``open``'s and ``read``'s (``FileNotFoundError``,
     ``IsADirectoryError``...).
     """
-    found, handle = await anyio.to_thread.run_sync(_open_and_read, path, piece)
+    found, handle = await run_to_end(
+        lambda: _open_and_read(path, piece), lambda done: _close(done[1])
+    )
     if handle is None:
         assert isinstance(found, bytes)
         return found

@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 
 from .._errors import ResumeMismatchError, WriterConflictError
-from .._files import PIECE, AsyncFile
+from .._files import PIECE, AsyncFile, open_with, run_to_end
 from ..core._check import positive
 from ..sources._tar_index import ShardIndex, TarSampleEntry
 from ._destination import Destination, VersionConflictError, make_destination
@@ -107,8 +107,10 @@ class _Pending:
         pieces, self.gathered, self.gathered_bytes = self.gathered, [], 0
         with anyio.CancelScope(shield=True):
             if self.spool is None:
-                opened = await anyio.to_thread.run_sync(destination.open_spool, self.name)
-                self.spool = AsyncFile(opened)
+                self.spool = await open_with(
+                    lambda: destination.open_spool(self.name),
+                    lambda spool: destination.abort_spool(self.name, spool),
+                )
             await anyio.to_thread.run_sync(_hash, self.digest, pieces)
             await self.spool.writelines(pieces)
 
@@ -350,7 +352,7 @@ class TarShardWriter:
         await anyio.lowlevel.checkpoint_if_cancelled()
         try:
             await pending.write_out(self.destination)
-        except Exception:
+        except BaseException:  # an error, or a plain asyncio cancel (it passes shields)
             self._closed = True  # the pending shard is lost: do not write on
             self._pending = None
             await self._abort_pending(pending)
@@ -359,7 +361,7 @@ class TarShardWriter:
     async def _abort_pending(self, pending: _Pending) -> None:
         """Close and drop ``pending``'s spool in a worker thread, even when cancelled."""
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await anyio.to_thread.run_sync(pending.abort, self.destination)
+            await run_to_end(lambda: pending.abort(self.destination))
 
     def record_failure(self, failure: FailureRecord, *, input_digest: str | None = None) -> None:
         """Add the failure record of an input that produced no sample (no I/O).
@@ -408,7 +410,8 @@ class TarShardWriter:
 
         try:
             await pending.write_out(self.destination)  # the last piece, and the shard's digest
-            record = await anyio.to_thread.run_sync(publish)
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            record = await run_to_end(publish)
         except BaseException:
             self._closed = True  # the manifest on disk is the truth; do not write on
             await self._abort_pending(pending)

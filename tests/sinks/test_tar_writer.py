@@ -32,6 +32,7 @@ from aioloader.sinks import (
 from aioloader.sinks._destination import host_name
 from aioloader.sinks._lease import LEASE_NAME
 from tests._support.s3 import S3Info
+from tests._support.storm import cancel_points, cancellers, no_file_left_open
 
 pytestmark = pytest.mark.anyio
 
@@ -452,3 +453,27 @@ def test_a_killed_writer_leaves_no_listed_partial_shard(s3_server: S3Info, s3_pr
     resumed = TarShardWriter(s3_prefix, store=store, max_samples=2, resume=True)
     assert resumed.next_position == 2 * len(manifest.shards)
     resumed.abort()
+
+
+async def test_a_cancellation_storm_leaves_no_file_open_and_every_listed_shard_whole(
+    tmp_path: Path,
+) -> None:
+    finished = 0
+    ways = cancellers()  # a cancel scope; on asyncio also a plain task.cancel()
+    with no_file_left_open(tmp_path):
+        for round_, checkpoints in enumerate(cancel_points(20260521, 40)):
+            folder = tmp_path / f"round-{round_}"
+
+            async def write_shards(folder: Path = folder) -> None:
+                # 300 KB samples: a piece is written out every 4th, a shard committed every 5th
+                async with TarShardWriter(folder, max_samples=5) as writer:
+                    await _write(writer, range(9), size=300_000)
+
+            cancel = ways[round_ // 2 % len(ways)]
+            finished += await cancel(checkpoints, write_shards)
+            listed = read_manifest(folder) if (folder / MANIFEST_NAME).exists() else Manifest()
+            for record in listed.shards:
+                data = (folder / record.name).read_bytes()
+                assert hashlib.sha256(data).hexdigest() == record.sha256
+            assert [name for name in os.listdir(folder) if ".partial-" in name] == []
+    assert 0 < finished < 40  # the storm's first round was cut short, its second was not

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,12 @@ import numpy as np
 import pytest
 
 from aioloader import ObjectNotFoundError, SourceError
+from aioloader._files import PIECE
 from aioloader._protocols import BatchedDataset
 from aioloader.sources._concurrency import gather_ordered
 from aioloader.sources._decode import decode_bytes, decode_npy
 from aioloader.sources._local import LocalFiles
+from tests._support.storm import cancel_points, cancellers, no_file_left_open
 
 pytestmark = pytest.mark.anyio
 
@@ -198,3 +201,32 @@ def test_pattern_is_checked_up_front(
 ) -> None:
     with pytest.raises(error, match=message):
         LocalFiles(tree, pattern=pattern)
+
+
+async def test_a_file_larger_than_a_piece_is_read_exactly(tmp_path: Path) -> None:
+    data = random.Random(3).randbytes(2 * PIECE + 5)  # three pieces through AsyncFile
+    (tmp_path / "big.bin").write_bytes(data)
+    (tmp_path / "small.bin").write_bytes(data[:PIECE])  # one piece: one worker-thread call
+    files = LocalFiles(tmp_path)
+    assert await files.get_samples([0, 1, 0]) == [data, data[:PIECE], data]
+
+
+async def test_a_cancellation_storm_leaves_no_file_open(tmp_path: Path) -> None:
+    data = random.Random(5).randbytes(PIECE + 4096)
+    sizes = [0, 2048, 65536, PIECE, PIECE + 1, PIECE + 4096]  # up to two pieces
+    for number, size in enumerate(sizes):
+        (tmp_path / f"{number}.bin").write_bytes(data[:size])
+    files = LocalFiles(tmp_path)
+    chooser = random.Random(20260520)
+    finished = 0
+    ways = cancellers()  # a cancel scope; on asyncio also a plain task.cancel()
+    with no_file_left_open(tmp_path):
+        for round_, checkpoints in enumerate(cancel_points(20260520, 100)):
+            batch = [chooser.randrange(len(sizes)) for _ in range(4)]
+
+            async def read(batch: list[int] = batch) -> None:
+                assert await files.get_samples(batch) == [data[: sizes[i]] for i in batch]
+
+            cancel = ways[round_ // 2 % len(ways)]
+            finished += await cancel(checkpoints, read)
+    assert 0 < finished < 100  # the storm's first round was cut short, its second was not
