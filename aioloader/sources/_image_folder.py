@@ -6,6 +6,9 @@ source decodes the images of a batch concurrently in up to ``threads`` threads (
 releases the GIL while it decodes and resizes), and it stays a plain async source that
 knows nothing of the engine and runs on asyncio, uvloop and trio alike. Reading and
 decoding happen in the same thread call, so each image costs one hop off the event loop.
+Why not aiofiles (as ``LocalFiles`` reads a large file): an image is decoded whole, so it
+is read whole, and reading it in separate calls would add hops and gain nothing; the
+call opens and closes the file itself, so a cancelled read cannot leave it open.
 """
 
 from __future__ import annotations
