@@ -2,7 +2,8 @@
 
 - ``_planner``: the plan's next steps as numpy arrays, a bounded horizon at a time;
 - ``_policy``: eviction by next use (Belady) or recency, and the read-ahead budget;
-- ``_tiers`` and ``_disk``: the memory tier and the disk tier (atomic, checked files);
+- ``_tiers`` and ``_disk``: the memory tier and the disk tier (atomic, checked files, in a
+  folder it marks as its own);
 - ``_ranges``: byte ranges and their coalescing;
 - ``_cache``: ``KnownFutureCache``, which reads through all of them.
 

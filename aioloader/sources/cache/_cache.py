@@ -17,7 +17,12 @@ extended in worker threads as the reads move on. For the batch at step ``g`` the
   evict (Belady's policy, optimal for a known sequence): memory first, the disk tier for
   what memory evicts; while the disk tier has free room it also keeps a copy of what
   memory admits, so that the next run finds it. What a step reads and the cache does not
-  admit is used and dropped.
+  admit is used and dropped. Entries an earlier run left on disk are ranked by this plan:
+  those it does not read go first.
+
+The cache changes no error a user sees: a source's error is raised as itself (never in an
+exception group), and a disk-tier I/O error degrades the cache to memory only (a warning,
+``disk_errors``) instead of failing the batch.
 
 See ``docs/object-storage.md`` for the cost model, the tiers and admission.
 """
@@ -95,7 +100,9 @@ class KnownFutureCache:
     Args:
         max_bytes: Most bytes held in memory: samples kept for their next use and samples
             read ahead of their step.
-        disk_dir: A folder for the disk tier (kept across runs), or None for memory only.
+        disk_dir: A folder for the disk tier (kept across runs), or None for memory only:
+            a new or empty folder, or one a cache made (marked by its ``.aioloader-cache``
+            file); any other folder that holds files is refused (``ValueError``).
         disk_bytes: Most bytes of entry files in ``disk_dir``.
         readahead_bytes: Most of ``max_bytes`` that read-ahead may hold at once (default
             256 MiB): a block shuffle reads whole shards when there is room for them.
