@@ -801,7 +801,7 @@ class KnownFutureCache:
         failed: list[tuple[int, Path]] = []
         error: OSError | None = None
         try:
-            if previous is not None:
+            if previous is not None and not previous.is_set():  # (set: maybe another loop's)
                 await previous.wait()
             for path in deletes:
                 try:
