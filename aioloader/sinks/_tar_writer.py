@@ -102,8 +102,9 @@ class _Pending:
 
     async def write_out(self, destination: Destination) -> None:
         """Hash the gathered pieces and append them to the spool, opening it first; each
-        step in a worker thread. Runs to its end once started (shielded), so the digest
-        and the spool always hold the same bytes."""
+        step in a worker thread. Shielded: an anyio cancellation lets it run to its end,
+        so the digest and the spool hold the same bytes (a plain asyncio cancel cuts it
+        short, and the writer then drops the shard)."""
         pieces, self.gathered, self.gathered_bytes = self.gathered, [], 0
         with anyio.CancelScope(shield=True):
             if self.spool is None:
@@ -111,7 +112,7 @@ class _Pending:
                     lambda: destination.open_spool(self.name),
                     lambda spool: destination.abort_spool(self.name, spool),
                 )
-            await anyio.to_thread.run_sync(_hash, self.digest, pieces)
+            await run_to_end(lambda: _hash(self.digest, pieces))
             await self.spool.writelines(pieces)
 
     def abort(self, destination: Destination) -> None:
@@ -346,8 +347,9 @@ class TarShardWriter:
     async def _write_out(self, pending: _Pending) -> None:
         """Hash and write what ``pending`` gathered, in worker threads (the loop goes on).
 
-        A cancellation leaves the shard whole: the write either never starts (the pieces
-        stay gathered) or runs to its end.
+        An anyio cancellation leaves the shard whole: the write either never starts (the
+        pieces stay gathered) or runs to its end. A plain asyncio ``task.cancel()`` passes
+        the shield: the pending shard is dropped and the writer closed.
         """
         await anyio.lowlevel.checkpoint_if_cancelled()
         try:
