@@ -31,24 +31,12 @@ WANT = want_of(BLOBS)
 DATASET = sum(len(blob) for blob in BLOBS)
 
 
-@pytest.fixture
-def shards(tmp_path: Path) -> tuple[list[str], Path]:
-    """Local shards and their saved indices (so that a cache starts empty)."""
-    folder, index = tmp_path / "shards", tmp_path / "index"
-    folder.mkdir()
-    for s, blob in enumerate(BLOBS):
-        (folder / f"shard-{s:02d}.tar").write_bytes(blob)
-    paths = [str(p) for p in sorted(folder.glob("*.tar"))]
-    TarShards(paths, index_dir=index)
-    return paths, index
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("cache", ["none", "memory", "memory and disk"])
 async def test_a_malformed_shard_raises_the_same_error_with_and_without_a_cache(
-    shards: tuple[list[str], Path], tmp_path: Path, cache: str
+    local_shards: tuple[list[str], Path], tmp_path: Path, cache: str
 ) -> None:
-    paths, index = shards
+    paths, index = local_shards
     known = None
     if cache != "none":
         disk: dict[str, Any] = {"disk_dir": tmp_path / "disk", "disk_bytes": DATASET}
@@ -76,9 +64,9 @@ async def _read_steps(source: TarShards[Any], sampler: Any, steps: range) -> lis
 
 @pytest.mark.anyio
 async def test_a_disk_write_error_degrades_the_cache_to_memory_only_and_the_batches_go_on(
-    shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    local_shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    paths, index = shards
+    paths, index = local_shards
     disk = tmp_path / "disk"
     cache = KnownFutureCache(DATASET // 4, disk_dir=disk, disk_bytes=DATASET, lookahead_steps=4)
     source = TarShards(paths, index_dir=index, cache=cache)
@@ -112,11 +100,11 @@ async def test_a_disk_write_error_degrades_the_cache_to_memory_only_and_the_batc
 
 
 def test_a_disk_write_error_of_an_offer_degrades_too(
-    shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    local_shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An offer (what indexing read, given to the cache) that memory cannot hold goes to
     disk: an I/O error there is refused, warned of and counted in the same way."""
-    paths, index = shards
+    paths, index = local_shards
     disk = tmp_path / "disk"
     cache = KnownFutureCache(1, disk_dir=disk, disk_bytes=DATASET)
     TarShards(paths, index_dir=index, cache=cache)

@@ -51,14 +51,10 @@ def _entries(disk: Path) -> list[Path]:
 
 @pytest.mark.anyio
 async def test_cancelling_reads_at_any_point_leaves_no_disk_file_open_or_half_written(
-    tmp_path: Path,
+    local_shards: tuple[list[str], Path], tmp_path: Path
 ) -> None:
-    folder, index, disk = tmp_path / "shards", tmp_path / "index", tmp_path / "disk"
-    folder.mkdir()
-    for s, blob in enumerate(BLOBS):
-        (folder / f"shard-{s:02d}.tar").write_bytes(blob)
-    paths = [str(p) for p in sorted(folder.glob("*.tar"))]
-    TarShards(paths, index_dir=index)
+    paths, index = local_shards
+    disk = tmp_path / "disk"
     options: dict[str, Any] = {"disk_dir": disk, "disk_bytes": 2 * DATASET, "lookahead_steps": 4}
     block = samplers()["block"]
     first = LoggedShards(paths, index_dir=index, cache=KnownFutureCache(1, **options))

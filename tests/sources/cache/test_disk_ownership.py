@@ -44,18 +44,6 @@ OTHER_HOST = f"{(int(HOST, 16) + 1) % (1 << 32):08x}"
 DAY = 24 * 3600
 
 
-@pytest.fixture
-def shards(tmp_path: Path) -> tuple[list[str], Path]:
-    """Local shards and their saved indices (so that a cache starts empty)."""
-    folder, index = tmp_path / "shards", tmp_path / "index"
-    folder.mkdir()
-    for s, blob in enumerate(BLOBS):
-        (folder / f"shard-{s:02d}.tar").write_bytes(blob)
-    paths = [str(p) for p in sorted(folder.glob("*.tar"))]
-    TarShards(paths, index_dir=index)
-    return paths, index
-
-
 def _tree(directory: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(directory)): p.read_bytes()
@@ -99,9 +87,9 @@ def _fill(paths: list[str], index: Path, disk: Path) -> LoggedShards:
 
 
 def test_disk_dir_holding_a_users_files_is_refused_and_nothing_in_it_is_deleted(
-    shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path
 ) -> None:
-    paths, index = shards
+    paths, index = local_shards
     project = tmp_path / "project"
     (project / "notes").mkdir(parents=True)
     (project / "notes" / "thesis.tex").write_text("\\section{Results}\n")
@@ -118,9 +106,9 @@ def test_disk_dir_holding_a_users_files_is_refused_and_nothing_in_it_is_deleted(
 
 
 def test_files_a_user_adds_to_the_cache_folder_are_left_alone(
-    shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path
 ) -> None:
-    paths, index = shards
+    paths, index = local_shards
     disk = tmp_path / "disk"
     _fill(paths, index, disk)
     folder = _entries(disk)[0].parent
@@ -144,9 +132,9 @@ def test_files_a_user_adds_to_the_cache_folder_are_left_alone(
 
 
 def test_a_temporary_file_is_deleted_only_when_its_writer_is_gone(
-    shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path
 ) -> None:
-    paths, index = shards
+    paths, index = local_shards
     disk = tmp_path / "disk"
     _fill(paths, index, disk)
     entry = sorted(_entries(disk))[0]
@@ -190,9 +178,9 @@ print("done", flush=True)
 
 
 def test_two_processes_share_one_folder_and_a_live_writers_file_survives(
-    shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path
 ) -> None:
-    paths, index = shards
+    paths, index = local_shards
     disk = tmp_path / "disk"
     sampler = samplers()["block"]
     steps = sampler.steps_per_epoch
@@ -253,9 +241,9 @@ class _Subset:
 
 
 def test_entries_of_an_earlier_run_make_room_for_what_a_new_plan_needs(
-    shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path
 ) -> None:
-    paths, index = shards
+    paths, index = local_shards
     plain = LoggedShards(paths, index_dir=index)
     size = [end - start for _, start, end in map(plain.span_of, range(N))]
     half = SHARDS // 2 * PER_SHARD
