@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import chosen, compiled
+from ._backend import compiled
 from ._check import flag, positive_up_to
 from ._digest import digest_batch
 from ._rng import SampleRng
@@ -59,10 +59,6 @@ Size = tuple[int, int]
 _ONE = 1 << Q
 _HALF = 1 << (Q - 1)
 _ROUND = 1 << (2 * Q - 1)
-
-_load_lock = threading.Lock()
-_loaded: Callable[..., None] | None = None
-_failure: str | None = None
 
 
 def _axis(start: int, length: int, full: int, n: int, m: int) -> tuple[Any, Any]:
@@ -98,38 +94,15 @@ def crop_resize_reference(
 def _kernel() -> Callable[..., None] | None:
     """The compiled kernel when it is to run now, else ``None`` (the reference runs).
 
-    Follows ``AIOLOADER_KERNELS``: ``numpy`` never compiles; ``numba`` compiles (or loads
-    from numba's cache) on the first call and waits; ``auto`` does so once the other
-    compiled kernels are in use, and a thread that finds the load under way meanwhile
-    gets the reference (same bits).
+    It is one of the batch kernels (``_backend``): it compiles in the child that fills
+    numba's cache, loads with them, never on a thread that runs an event loop
+    (``loading_elsewhere``), and follows ``AIOLOADER_KERNELS`` and ``load_kernels()``.
     """
-    choice = chosen()
-    if choice == "numpy" or _failure is not None:
+    if compiled() is None:
         return None
-    if _loaded is not None:
-        return _loaded
-    if choice == "auto" and compiled() is None:
-        return None
-    if not _load_lock.acquire(blocking=choice == "numba"):
-        return None
-    try:
-        _load_here()
-    finally:
-        _load_lock.release()
-    return _loaded
+    from . import _image_chain_kernels
 
-
-def _load_here() -> None:
-    global _loaded, _failure
-    if _loaded is not None or _failure is not None:
-        return
-    try:
-        from . import _image_chain_kernels as kernels
-
-        kernels.load_all()
-        _loaded = kernels.crop_resize_flip
-    except Exception as error:  # numba missing or broken: the reference runs
-        _failure = f"{type(error).__name__}: {error}"
+    return _image_chain_kernels.crop_resize_flip
 
 
 def _crop_resize_into(
@@ -352,11 +325,6 @@ class JpegCropResize:
             height = width = side
         flipped = self.flip and rng is not None and rng.next_u64() >> 63 == 1
         return top, left, height, width, flipped
-
-
-def kernel_failure() -> str | None:
-    """Why the compiled chain could not load, if it could not (the reference runs)."""
-    return _failure
 
 
 __all__ = ("JpegCropResize", "crop_resize", "crop_resize_reference")

@@ -3,7 +3,7 @@
 ``crop_resize_flip`` computes exactly what ``_image_chain.crop_resize_flip_reference``
 computes (the formula is in that module's docstring): the same integer arithmetic, one
 output pixel at a time, with the GIL released for the whole call. It is compiled (or
-loaded from numba's cache) on its first call; ``load_all()`` does it ahead.
+loaded from numba's cache) with the other batch kernels (``_kernel_cache.load_every_kernel``).
 """
 
 from __future__ import annotations

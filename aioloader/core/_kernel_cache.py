@@ -51,17 +51,19 @@ def load_every_kernel(on_compile: Callable[[], None] | None = None) -> str | Non
     ``on_compile`` is called once, when the first compilation starts (none: all cached).
     """
     try:
-        from . import _kernels
+        from . import _image_chain_kernels, _kernels
 
         if _kernels.HEADER is None:
             return "numpy's array object layout is not the expected one"
         if on_compile is None:
             _kernels.load_all()
+            _image_chain_kernels.load_all()
         else:
             from numba.core import event
 
             with event.install_listener("numba:compile", _first_compile(on_compile)):
                 _kernels.load_all()
+                _image_chain_kernels.load_all()
     except Exception as error:  # numba missing or broken: the reference runs
         return f"{type(error).__name__}: {error}"
     return None

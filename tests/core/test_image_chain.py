@@ -16,7 +16,7 @@ from PIL import Image
 from aioloader import JpegCropResize
 from aioloader.core import SampleRng, crop_resize
 from aioloader.core import _image_chain as chain_module
-from aioloader.core._backend import use_kernels
+from aioloader.core._backend import failure, use_kernels
 from aioloader.core._image_chain import Q, crop_resize_reference
 
 U8 = np.uint8
@@ -40,7 +40,7 @@ def jpeg(height: int, width: int, seed: int = 0, mode: str = "RGB", quality: int
 def compiled_kernel() -> Any:
     with use_kernels("numba"):
         kernel = chain_module._kernel()
-    assert kernel is not None, chain_module.kernel_failure()
+    assert kernel is not None, failure()
     return kernel
 
 
@@ -421,17 +421,11 @@ def test_decode_returns_new_arrays_and_the_chain_reuses_its_scratch_safely() -> 
         assert chain(data).tobytes() == expected[data]
 
 
-def test_auto_waits_for_the_other_kernels_and_never_for_a_load_under_way(
+def test_the_chain_runs_compiled_exactly_when_the_batch_kernels_do(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     loaded = compiled_kernel()
-    monkeypatch.setattr(chain_module, "_loaded", None)
-    with use_kernels("auto"):
-        monkeypatch.setattr(chain_module, "compiled", lambda: None)  # other kernels not ready
-        assert chain_module._kernel() is None
-        monkeypatch.setattr(chain_module, "compiled", lambda: object())
-        with chain_module._load_lock:  # another thread is loading: the reference meanwhile
-            assert chain_module._kernel() is None
-        assert chain_module._kernel() is loaded
-    with use_kernels("numpy"):
-        assert chain_module._kernel() is None
+    monkeypatch.setattr(chain_module, "compiled", lambda: None)  # not loaded, or on a loop
+    assert chain_module._kernel() is None
+    monkeypatch.setattr(chain_module, "compiled", lambda: object())
+    assert chain_module._kernel() is loaded

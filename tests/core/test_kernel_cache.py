@@ -10,10 +10,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from aioloader.core import _kernels
+from aioloader.core import _image_chain_kernels, _kernels
 from aioloader.core._kernel_cache import (
     FAILED,
     FILLED,
@@ -24,13 +25,19 @@ from aioloader.core._kernel_cache import (
     load_every_kernel,
     lock_path,
 )
+from aioloader.core._kernel_support import Lazy
 
 ROOT = Path(__file__).resolve().parents[2]
-KERNELS = sorted(
-    name for name, value in vars(_kernels).items() if isinstance(value, _kernels.Lazy)
-) or sorted(  # loaded already: the dispatchers replaced the Lazy wrappers
-    name for name, value in vars(_kernels).items() if hasattr(value, "signatures")
-)
+
+
+def kernel_names(module: ModuleType) -> list[str]:
+    """The names of ``module``'s compiled kernels, loaded or not."""
+    lazy = [name for name, value in vars(module).items() if isinstance(value, Lazy)]
+    loaded = [name for name, value in vars(module).items() if hasattr(value, "signatures")]
+    return sorted(lazy or loaded)  # once loaded, the dispatchers replaced the Lazy wrappers
+
+
+KERNELS = sorted(kernel_names(_kernels) + kernel_names(_image_chain_kernels))
 
 
 @contextmanager
