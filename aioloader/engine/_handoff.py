@@ -2,7 +2,8 @@
 
 The loop side ``put``s without blocking the loop (it awaits a free slot); the consumer side
 ``take``s, blocking its own thread only while the hand-off is empty. A thread hop happens
-only when one side actually waits for the other.
+only when one side actually waits for the other. The loop side also learns how many items
+the consumer has received (``collect``), so a lending ring counts what the consumer holds.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class BatchHandOff(Generic[T]):
         self._filled = threading.Condition(self._lock)
         self._space: anyio.Event | None = None  # exists only while the producer waits
         self._closed = False
+        self._ended = False
+        self._received = 0  # items taken since the last ``collect``
+        self._wake: Callable[[], object] | None = None  # armed by ``collect`` when none
 
     # -- producer (the event loop's thread) -------------------------------------------------
     async def put(self, item: T) -> None:
@@ -70,10 +74,21 @@ class BatchHandOff(Generic[T]):
 
     def finish(self, error: BaseException | None = None) -> None:
         """No more items: the consumer's next take past the last one raises ``error``
-        (``StopIteration`` when it is None)."""
+        (``StopIteration`` when it is None). Only the first call counts."""
         with self._lock:
+            if self._ended:
+                return
+            self._ended = True
             self._items.append(_End(error))
             self._filled.notify()
+
+    def collect(self, wake: Callable[[], object]) -> int:
+        """How many items the consumer has taken since the last call; when none, ``wake``
+        is called on the loop (through ``call_soon``) at its next take."""
+        with self._lock:
+            received, self._received = self._received, 0
+            self._wake = None if received else wake
+        return received
 
     # -- consumer (any other thread) ------------------------------------------------------
     def take(self) -> T:
@@ -87,9 +102,14 @@ class BatchHandOff(Generic[T]):
                     raise item.error
                 raise StopIteration
             self._items.popleft()
+            self._received += 1
             space, self._space = self._space, None
+            wake, self._wake = self._wake, None
         if space is not None:
             self._call_soon(space.set)
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # a stopped loop: nobody waits any more
+                self._call_soon(wake)
         return item
 
     def close(self) -> None:

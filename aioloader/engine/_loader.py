@@ -362,6 +362,8 @@ class DataLoader(Generic[SampleT, BatchT]):
     def __iter__(self) -> Iterator[BatchT]:
         """The rest of the cursor's epoch, for synchronous code (a portal thread).
 
+        The epoch is the cursor's when the first batch is asked for, so a
+        ``load_state_dict`` between ``iter(loader)`` and the first ``next`` is served.
         When the previous ``for batch in loader`` left this same epoch early (``break``),
         this loop serves the rest of that epoch, where torch's ``DataLoader`` would start a
         new one: a one-line warning on the ``aioloader.resume`` logger says so (silence it
@@ -369,6 +371,10 @@ class DataLoader(Generic[SampleT, BatchT]):
         """
         from ._blocking import iterate_blocking
 
+        return iterate_blocking(self, None, self._sync_epoch_stop)
+
+    def _sync_epoch_stop(self) -> int:
+        """The end of the cursor's epoch, for a ``for`` loop about to take its first batch."""
         steps = self.steps_per_epoch
         step = self._cursor.step
         end = (step // steps + 1) * steps
@@ -383,7 +389,7 @@ class DataLoader(Generic[SampleT, BatchT]):
                 steps,
             )
         self._sync_epoch_end = end
-        return iterate_blocking(self, None, end)
+        return end
 
     def iter_sync(
         self,
@@ -396,10 +402,12 @@ class DataLoader(Generic[SampleT, BatchT]):
         """``stream(start, stop)`` for synchronous code, through a portal thread.
 
         Like ``stream()``, it moves the resume cursor only when ``start`` is None.
+        ``backend`` is ``"asyncio"`` (with uvloop where installed, unless
+        ``backend_options`` say otherwise) or ``"trio"``.
         """
-        from ._blocking import iterate_blocking
+        from ._blocking import check_backend, iterate_blocking
 
-        return iterate_blocking(self, start, stop, backend, backend_options)
+        return iterate_blocking(self, start, stop, check_backend(backend), backend_options)
 
     async def aclose_streams(self) -> None:
         """Cancel every stream of this loader still running and wait until its work ends.

@@ -1,17 +1,21 @@
 """The ordered prefetch ring (docs/contract.md, "Order, errors, resumption").
 
 Step ``g`` lives in slot ``g mod capacity``. A step may be claimed only while
-``g < next_to_take + depth`` (``depth <= capacity``, deepened by ``deepen``), so slots never
-collide; builders fill slots in any order;
+``g < next_to_take - lent + depth`` (``depth <= capacity``, deepened by ``deepen``), so slots
+never collide; builders fill slots in any order;
 the consumer takes them in step order. The bookkeeping is synchronous (``*_nowait``);
 the async methods only wait for it to change.
+
+A lending ring (``lend``: the sync facade, which hands batches to another thread) counts a
+batch taken as ``lent`` until its consumer has received it, so ``depth`` bounds the steps
+prepared ahead of the batch the consumer holds, wherever the others wait.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar, cast
+from typing import Generic, Protocol, TypeVar, cast
 
 import anyio
 
@@ -24,16 +28,38 @@ class WouldBlock(Exception):  # noqa: N818 - the name anyio and trio use
     """The ring cannot do that now; the async form would wait."""
 
 
+class Receipts(Protocol):
+    """Where a lending ring learns that its consumer received batches it lent."""
+
+    def collect(self, wake: Callable[[], None]) -> int:
+        """How many lent batches were received since the last call; when none, arrange
+        for ``wake`` to run on the ring's event loop at the next receipt."""
+
+
 @dataclass(frozen=True, slots=True)
 class RingStatistics:
-    """A snapshot of the ring."""
+    """A snapshot of the ring.
+
+    Attributes:
+        capacity: slots allocated (the most ``depth`` can grow to).
+        depth: how many steps may be prepared ahead of the consumer now (``prefetch``).
+        next_to_take: the step the ring hands out next.
+        next_to_claim: the step a builder claims next.
+        building: steps claimed and not yet filled.
+        ready: steps filled and not yet taken.
+        stop: the step the stream ends before (None: no end).
+        lent: batches taken but not yet received by the consumer, as last counted (the
+            sync facade's hand-off); they count against ``depth``.
+    """
 
     capacity: int
+    depth: int
     next_to_take: int
     next_to_claim: int
     building: int
     ready: int
     stop: int | None
+    lent: int
 
 
 @dataclass(slots=True)
@@ -65,6 +91,8 @@ class PrefetchRing(Generic[T]):
         self._closed = False
         self._failure: BaseException | None = None
         self._changed: anyio.Event | None = None
+        self._receipts: Receipts | None = None
+        self._lent = 0
 
     def _notify(self) -> None:
         changed = self._changed
@@ -95,15 +123,22 @@ class PrefetchRing(Generic[T]):
         """The step the consumer receives next."""
         return self._next_to_take
 
+    def lend(self, receipts: Receipts) -> None:
+        """Count every batch taken from now on as lent until ``receipts`` reports it
+        received: the window stays ``depth`` steps past the consumer's batch."""
+        self._receipts = receipts
+
     def statistics(self) -> RingStatistics:
         """Current occupancy and cursors."""
         return RingStatistics(
-            self._depth,
-            self._next_to_take,
-            self._next_to_claim,
-            self._building,
-            self._ready,
-            self._stop,
+            capacity=self._capacity,
+            depth=self._depth,
+            next_to_take=self._next_to_take,
+            next_to_claim=self._next_to_claim,
+            building=self._building,
+            ready=self._ready,
+            stop=self._stop,
+            lent=self._lent,
         )
 
     def _finished(self) -> bool:
@@ -112,13 +147,19 @@ class PrefetchRing(Generic[T]):
     def claim_nowait(self) -> int | None:
         """Claim the next step to build; ``None`` when there is nothing left to claim.
 
-        Raises WouldBlock when the window ``next_to_take + depth`` is full.
+        Raises WouldBlock when the window ``next_to_take - lent + depth`` is full.
         """
         if self._finished():
             return None
         step = self._next_to_claim
-        if step >= self._next_to_take + self._depth:
-            raise WouldBlock
+        while step >= self._next_to_take - self._lent + self._depth:
+            receipts = self._receipts
+            if not self._lent or receipts is None:
+                raise WouldBlock
+            received = receipts.collect(self._notify)
+            if not received:  # the ring is woken at the next receipt
+                raise WouldBlock
+            self._lent -= received
         self._next_to_claim = step + 1
         self._building += 1
         return step
@@ -171,6 +212,8 @@ class PrefetchRing(Generic[T]):
         self._slots[index] = None
         self._ready -= 1
         self._next_to_take = step + 1
+        if self._receipts is not None and outcome.error is None:
+            self._lent += 1
         self._notify()
         if outcome.error is not None:
             self._stop = step + 1

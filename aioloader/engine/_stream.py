@@ -20,11 +20,13 @@ stream running: the next call returns that same step.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 import anyio
 import anyio.abc
 
+from .._compat import BaseExceptionGroup
 from .._errors import LoaderClosedError
 from ._config import ResumeCursor
 from ._ring import PrefetchRing
@@ -43,6 +45,13 @@ class StreamState(enum.Enum):
     CLOSED = "closed"
 
 
+def _sole_error(error: BaseException) -> BaseException:
+    """The one exception inside nested groups of one each, or ``error`` itself."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 class BatchStream(Generic[BatchT]):
     """Async iterator (and async context manager) over the batches of ``[start, stop)``.
 
@@ -55,7 +64,7 @@ class BatchStream(Generic[BatchT]):
         self._work = work
         self._state = StreamState.NOT_STARTED
         self._cursor = cursor
-        self._cursor_here = cursor is not None
+        self._deferred = False  # the consumer counts deliveries itself (``received``)
         self._failure: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -69,13 +78,22 @@ class BatchStream(Generic[BatchT]):
         """Whether delivered batches advance the loader's resume cursor."""
         return self._cursor is not None
 
-    def defer_cursor(self) -> None:
-        """Leave the cursor to ``move_cursor``: for a consumer that takes these batches later,
-        from a hand-off in another thread."""
-        self._cursor_here = False
+    def defer_delivery(self) -> None:
+        """Leave the counts of delivery (and the cursor) to ``received``: for a consumer that
+        takes these batches later, from a hand-off in another thread."""
+        self._deferred = True
 
-    def move_cursor(self, next_step: int) -> None:
-        """A cursor-driven stream's batch reached its consumer: the cursor is ``next_step``."""
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The loader's clock (seconds), which times the consumer's waits."""
+        return self._work.config.clock
+
+    def received(self, next_step: int, waited: float) -> None:
+        """A batch of a deferred stream reached its consumer after ``waited`` seconds; the
+        step after it is ``next_step``."""
+        counters = self._work.counters
+        counters.batches_delivered += 1
+        counters.consumer_wait_seconds += waited
         if self._cursor is not None:
             self._cursor.step = next_step
 
@@ -103,8 +121,18 @@ class BatchStream(Generic[BatchT]):
             self._state = StreamState.CLOSED
         self._work.cancel()
         # The group holds only background work, whose failures reach the consumer through
-        # the ring; the consumer's own exception propagates unchanged.
-        await self._group.__aexit__(None, None, None)
+        # the ring; the consumer's own exception propagates unchanged. What escapes the work
+        # is a BaseException of the user's code (SystemExit in a transform run by a build
+        # thread): it propagates as itself, not wrapped in the groups it crossed.
+        sole: BaseException | None = None
+        try:
+            await self._group.__aexit__(None, None, None)
+        except BaseExceptionGroup as group:
+            sole = _sole_error(group)
+            if sole is group:
+                raise
+        if sole is not None:
+            raise sole
 
     # -- iteration --------------------------------------------------------------------
     def __aiter__(self) -> BatchStream[BatchT]:
@@ -139,17 +167,19 @@ class BatchStream(Generic[BatchT]):
             raise
         except anyio.get_cancelled_exc_class():
             raise  # the stream stays usable: the next call returns this same step
-        except Exception as error:
+        except BaseException as error:  # SystemExit from a transform ends the stream too
             self._state = StreamState.FAILED
             self._failure = f"{type(error).__name__} at global step {work.ring.next_to_take - 1}"
             work.cancel()
             raise
         finally:
-            stats.consumer_wait_seconds += clock() - started
-        stats.batches_delivered += 1
+            if not self._deferred:
+                stats.consumer_wait_seconds += clock() - started
         next_step = work.ring.next_to_take
-        if self._cursor_here:
-            self._cursor.step = next_step  # type: ignore[union-attr]
+        if not self._deferred:
+            stats.batches_delivered += 1
+            if self._cursor is not None:
+                self._cursor.step = next_step
         if work.tuner is not None:
             work.tuner.delivered(next_step, work)
         return batch

@@ -120,3 +120,26 @@ def test_breaking_out_releases_what_was_handed_off(backend: str, options: dict[s
     assert [b.global_step for b in taken] == [0, 1, 2]
     assert all(b.released for b in built if b.global_step > 2)
     assert not any(b.released for b in taken)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_state_loaded_before_the_first_batch_is_served(workers: int) -> None:
+    loader = make_loader(workers)  # 8 steps an epoch
+    state = loader.state_dict()
+    state["next_step"] = 13
+    iterator = iter(loader)  # the epoch is the cursor's at the first next(), not now
+    loader.load_state_dict(state)
+    batches = list(iterator)
+    assert [b.global_step for b in batches] == [13, 14, 15]  # the rest of epoch 1
+    assert digests(batches) == reference_digests(37, 5, 13, 16)
+    assert loader.next_step == 16
+
+
+@pytest.mark.parametrize("backend", ["nope", "Trio", 3])
+def test_an_unknown_backend_is_refused_by_name(backend: Any) -> None:
+    loader = make_loader(workers=0)
+    with pytest.raises(
+        ValueError, match=rf"^backend must be 'asyncio' or 'trio' but got {backend!r}$"
+    ):
+        loader.iter_sync(backend=backend)

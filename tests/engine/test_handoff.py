@@ -69,3 +69,28 @@ async def test_closing_releases_what_was_not_taken_and_stops_the_producer() -> N
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="capacity must be >= 1 but got 0"):
         BatchHandOff(0, lambda _: None, lambda _: None)
+
+
+async def test_collect_counts_what_was_taken_and_wakes_the_loop_at_the_next_take() -> None:
+    hand_off: BatchHandOff[int] = BatchHandOff(4, threadsafe_caller(), lambda _: None)
+    woken = anyio.Event()
+    for item in range(3):
+        await hand_off.put(item)
+    assert hand_off.take() == 0
+    assert hand_off.collect(woken.set) == 1  # counted: nothing armed
+    assert hand_off.collect(woken.set) == 0  # none since: the next take wakes the loop
+    assert not woken.is_set()
+    assert await anyio.to_thread.run_sync(hand_off.take) == 1
+    with anyio.fail_after(30):
+        await woken.wait()
+    assert hand_off.collect(woken.set) == 1
+
+
+async def test_only_the_first_end_counts() -> None:
+    hand_off: BatchHandOff[int] = BatchHandOff(2, threadsafe_caller(), lambda _: None)
+    hand_off.finish(SystemExit(3))
+    hand_off.finish(KeyError("later"))
+    hand_off.finish()
+    with pytest.raises(SystemExit) as caught:
+        hand_off.take()
+    assert caught.value.code == 3

@@ -70,3 +70,46 @@ async def test_async_take_waits_for_fill() -> None:
         ring.fill_nowait(0, 100)
     assert results == [100, 101]
     assert await ring.claim() is None
+
+
+def test_statistics_show_capacity_and_depth_apart() -> None:
+    ring: PrefetchRing[str] = PrefetchRing(8, start=0, stop=None, depth=3)
+    stats = ring.statistics()
+    assert (stats.capacity, stats.depth) == (8, 3)
+    ring.deepen(5)
+    stats = ring.statistics()
+    assert (stats.capacity, stats.depth) == (8, 5)
+
+
+class Receipts:
+    """What the sync facade's hand-off tells a lending ring: batches its consumer took."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.armed: list[object] = []
+
+    def collect(self, wake: object) -> int:
+        received, self.received = self.received, 0
+        if not received:
+            self.armed.append(wake)
+        return received
+
+
+def test_a_lent_batch_holds_its_place_in_the_window_until_it_is_received() -> None:
+    ring: PrefetchRing[str] = PrefetchRing(3, start=0, stop=None)
+    receipts = Receipts()
+    ring.lend(receipts)
+    assert [ring.claim_nowait() for _ in range(3)] == [0, 1, 2]
+    for step in range(3):
+        ring.fill_nowait(step, f"b{step}")
+    assert [ring.take_nowait() for _ in range(3)] == ["b0", "b1", "b2"]  # all lent
+    with pytest.raises(WouldBlock):
+        ring.claim_nowait()  # taken but not received: they still count
+    assert len(receipts.armed) == 1  # the ring asked to be woken at the next receipt
+    receipts.received = 2
+    assert [ring.claim_nowait(), ring.claim_nowait()] == [3, 4]
+    with pytest.raises(WouldBlock):
+        ring.claim_nowait()
+    stats = ring.statistics()
+    assert (stats.next_to_take, stats.next_to_claim, stats.lent) == (3, 5, 1)
+    assert len(receipts.armed) == 2
