@@ -15,26 +15,54 @@ Transform = Callable[..., Any]
 ``transform(sample) -> sample``."""
 
 
-def transform_takes_rng(transform: Callable[..., Any]) -> bool:
-    """Whether ``transform`` accepts a second positional argument (its ``SampleRng``).
-
-    A transform of one parameter is called as ``transform(sample)``: no rng is derived
-    for it. When the signature cannot be read (some builtins), the rng is passed.
-    """
-    try:
-        signature = inspect.signature(transform)
-    except (TypeError, ValueError):
-        return True
-    positional = 0
-    for parameter in signature.parameters.values():
-        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            return True
-        if parameter.kind in (
+def _positional(signature: inspect.Signature) -> list[inspect.Parameter]:
+    """The parameters that take a positional argument, ``*args`` included."""
+    return [
+        parameter
+        for parameter in signature.parameters.values()
+        if parameter.kind
+        in (
             inspect.Parameter.POSITIONAL_ONLY,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        ):
-            positional += 1
-    return positional >= 2
+            inspect.Parameter.VAR_POSITIONAL,
+        )
+    ]
+
+
+def _takes_second(function: Callable[..., Any], name: str) -> bool:
+    """Whether ``function`` means its second positional argument to be the loader's ``name``
+    (``rng`` or ``plan``): a required parameter, one called ``name``, or ``*args``.
+
+    A second parameter with a default under another name (``numpy.stack(arrays, axis=0)``)
+    is an option of the function, not a slot for the loader's argument; neither is anything
+    of a function whose signature cannot be read (a builtin such as ``torch.stack``).
+    """
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return False
+    positional = _positional(signature)
+    if positional and positional[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return True
+    if len(positional) < 2:
+        return False
+    second = positional[1]
+    return (
+        second.kind is inspect.Parameter.VAR_POSITIONAL
+        or second.default is inspect.Parameter.empty
+        or second.name == name
+    )
+
+
+def transform_takes_rng(transform: Callable[..., Any]) -> bool:
+    """Whether ``transform`` is called as ``transform(sample, rng)``.
+
+    It is when its second positional parameter is required, is called ``rng``, or is
+    ``*args``. Otherwise (one parameter, an optional second one under another name such
+    as ``numpy.asarray(a, dtype=None)``, or a signature that cannot be read) it is called
+    as ``transform(sample)`` and no rng is derived for it.
+    """
+    return _takes_second(transform, "rng")
 
 
 TRANSFORM_SLOT = "__aioloader_transform_slot__"
@@ -66,9 +94,11 @@ class SamplesOnlyCollator:
 def collator_takes_plan(collator: Callable[..., Any]) -> bool:
     """Whether ``collator`` is called as ``(samples, plan)`` (True) or ``(samples)``.
 
-    Read once from the signature: a collator that accepts two positional arguments gets the
-    plan; one that accepts exactly one (torch's ``collate_fn(samples)``) does not. When the
-    signature cannot be read (some builtins), the plan is passed.
+    Read once from the signature: the plan is passed when the second positional parameter
+    is required, is called ``plan``, or is ``*args``. A collator of one parameter (torch's
+    ``collate_fn(samples)``), one whose second parameter is an option under another name
+    (``numpy.stack(arrays, axis=0)``) and one whose signature cannot be read (a builtin
+    such as ``torch.stack``) get the samples only.
 
     Raises:
         TypeError: the signature fits neither (no positional parameter, more than two
@@ -77,26 +107,24 @@ def collator_takes_plan(collator: Callable[..., Any]) -> bool:
     try:
         signature = inspect.signature(collator)
     except (TypeError, ValueError):
-        return True
-    accepted = 0
-    required = 0
-    for parameter in signature.parameters.values():
-        kind = parameter.kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            accepted = 2
-        elif kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            accepted += 1
-            required += parameter.default is inspect.Parameter.empty
-        elif (
-            kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is inspect.Parameter.empty
-        ):
-            required = 3
-    if accepted < 1 or required > 2:
+        return False
+    positional = _positional(signature)
+    required = sum(
+        parameter.default is inspect.Parameter.empty
+        and parameter.kind is not inspect.Parameter.VAR_POSITIONAL
+        for parameter in positional
+    )
+    keyword_only = any(
+        parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        and parameter.default is inspect.Parameter.empty
+        for parameter in signature.parameters.values()
+    )
+    if not positional or required > 2 or keyword_only:
         raise TypeError(
             "collator must accept collator(samples, plan) or collator(samples) but "
             f"{getattr(collator, '__qualname__', collator)!r} has the signature {signature}"
         )
-    return accepted >= 2
+    return _takes_second(collator, "plan")
 
 
 def _transform_note(error: BaseException, plan: BatchPlan, slot: int) -> None:

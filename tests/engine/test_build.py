@@ -1,4 +1,5 @@
-"""aioloader.engine._build: a collator is called as (samples, plan) or, torch-style, (samples)."""
+"""aioloader.engine._build: a collator is called as (samples, plan) or, torch-style, (samples);
+a transform as (sample, rng) or (sample)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from aioloader.core import BatchPlan, SequentialSampler, plan_batch
 from aioloader.engine import DataLoader
-from aioloader.engine._build import SamplesOnlyCollator, collator_takes_plan
+from aioloader.engine._build import SamplesOnlyCollator, collator_takes_plan, transform_takes_rng
 
 from .helpers import make_samples
 
@@ -33,20 +34,64 @@ def star(*args: Any) -> Any:
     return np.stack(args[0])
 
 
+def optional_other(samples: Sequence[Any], axis: int = 0) -> Any:
+    return np.stack(samples, axis)
+
+
 class Method:
     def __call__(self, samples: Sequence[Any]) -> Any:
         return np.stack(samples)
 
 
 def test_the_signature_decides() -> None:
-    assert [collator_takes_plan(c) for c in (one, Method(), two, optional_plan, star)] == [
+    collators = (one, Method(), two, optional_plan, star, optional_other)
+    assert [collator_takes_plan(c) for c in collators] == [False, False, True, True, True, False]
+
+
+def test_an_option_in_second_place_or_an_unreadable_signature_gets_the_samples_only() -> None:
+    # numpy.stack(arrays, axis=0): the second parameter is an option, not the plan
+    assert [collator_takes_plan(c) for c in (np.stack, np.concatenate, np.vstack)] == [
         False,
         False,
-        True,
-        True,
-        True,
+        False,
     ]
-    assert collator_takes_plan(max) is True  # no readable signature: the plan is passed
+    assert collator_takes_plan(max) is False  # a builtin without a readable signature
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("collator", [np.stack, np.concatenate], ids=["stack", "concatenate"])
+def test_a_numpy_function_is_a_collator(workers: int, collator: Any) -> None:
+    samples = make_samples(8)
+    loader = DataLoader(samples, SequentialSampler(8, 2), collator, seed=0, workers=workers)
+    batches = list(loader.iter_sync(0, 4))
+    assert [batch.tolist() for batch in batches] == [
+        collator(samples[2 * step : 2 * step + 2]).tolist() for step in range(4)
+    ]
+
+
+def test_a_transform_gets_its_rng_only_when_its_second_parameter_is_meant_for_it() -> None:
+    def required(sample: Any, rng: Any) -> Any:
+        return sample
+
+    def named(sample: Any, rng: Any = None) -> Any:
+        return sample
+
+    def option(sample: Any, scale: float = 1.0) -> Any:
+        return sample
+
+    transforms = (required, named, option, np.asarray, max, lambda *args: args[0])
+    assert [transform_takes_rng(t) for t in transforms] == [True, True, False, False, False, True]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_numpy_function_is_a_transform(workers: int) -> None:
+    samples = [list(range(i, i + 3)) for i in range(8)]
+    stack: Any = np.stack
+    loader: DataLoader[Any, Any] = DataLoader(
+        samples, SequentialSampler(8, 2), stack, seed=0, transform=np.asarray, workers=workers
+    )
+    batches = list(loader.iter_sync(0, 2))
+    assert [batch.tolist() for batch in batches] == [samples[0:2], samples[2:4]]
 
 
 @pytest.mark.parametrize(
