@@ -129,11 +129,14 @@ class DataLoader(Generic[SampleT, BatchT]):
             or a sync ``get_sample`` / ``__getitem__``, which is read in threads.
         sampler: any sampler of ``aioloader.core``.
         collator: ``collator(samples, plan) -> batch``, synchronous and pure; a collator
-            of one parameter (torch's ``collate_fn(samples)``) is called without the plan.
+            of one parameter (torch's ``collate_fn(samples)``), one whose second parameter
+            is an option under another name (``np.stack(arrays, axis=0)``) and a builtin
+            without a readable signature are called without the plan.
         seed: the run's seed, in ``[0, 2^64)``.
-        transform: optional ``transform(sample, rng) -> sample`` (rng stream 0), or
-            ``transform(sample) -> sample`` for a transform without randomness (then no
-            rng is derived for it).
+        transform: optional ``transform(sample, rng) -> sample`` (rng stream 0: its
+            second parameter required or named ``rng``), or ``transform(sample) ->
+            sample`` for a transform without randomness (then no rng is derived for it;
+            ``np.asarray`` is one).
         workers: threads for CPU work (transform and collation); 0 builds on the
             event loop's thread; ``"auto"``: tuned while the loader runs.
         executor: ``"thread"`` (default) or ``"process"``: ``workers`` processes build
