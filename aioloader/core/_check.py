@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+import reprlib
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 U64_LIMIT = 1 << 64
+T = TypeVar("T")
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 40
+
+
+def seen(value: Any) -> str:
+    """What a value is, for the "but got ..." of an error: its type and a short repr.
+
+    >>> seen("x")
+    "str ('x')"
+    """
+    return f"{type(value).__name__} ({_SHORT.repr(value)})"
 
 
 def _describe_limit(limit: int) -> str:
@@ -73,6 +86,20 @@ def positive_up_to(name: str, value: Any, limit: int) -> int:
     return number
 
 
+def number(name: str, value: Any) -> Any:
+    """Return ``value`` if it is a single number (bool, int, float, complex, numpy scalar)."""
+    if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+        raise TypeError(f"{name} must be a number but got {seen(value)}")
+    return value
+
+
+def instance_or_none(name: str, value: Any, kind: type[T]) -> T | None:
+    """Return ``value`` if it is None or a ``kind``, else a clear ``TypeError``."""
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"{name} must be a {kind.__name__} or None but got {seen(value)}")
+    return value
+
+
 def finite_non_negative(name: str, value: Any) -> float:
     """Return ``value`` as a float that is finite and >= 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -94,7 +121,12 @@ def sequence_1d(name: str, value: Any, what: str) -> list[Any]:
 
 def lengths_1d(name: str, lengths: Any) -> npt.NDArray[np.int64]:
     """``lengths`` as a 1-D int64 array of values >= 0, or a clear error."""
-    array = np.asarray(lengths)
+    try:
+        array = np.asarray(lengths)
+    except (ValueError, TypeError):  # ragged, or not array-like
+        raise TypeError(
+            f"{name} must be a 1-D sequence of integers but got {seen(lengths)}"
+        ) from None
     if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
         raise TypeError(
             f"{name} must be a 1-D sequence of integers but got {array.dtype} "

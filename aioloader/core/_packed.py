@@ -13,14 +13,22 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._check import lengths_1d, positive_int
+from ._check import flag, instance_or_none, lengths_1d, number, positive_int
 from ._identity import values_digest
 from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
 from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._rng import _derive_unchecked
 from ._samplers import IndexArray, RecentEpochs, _check_position, batches_in
-from ._sequences import _EMPTY, Int64Array, _as_arrays, byte_layout, compiled_for, ids_of
+from ._sequences import (
+    _EMPTY,
+    Int64Array,
+    _as_arrays,
+    byte_layout,
+    compiled_for,
+    ids_of,
+    padding_of,
+)
 from ._streams import RngStream
 
 
@@ -61,7 +69,7 @@ class PackedSampler:
         self._ctx = positive_int("context_length", context_length)
         self._rows_per_batch = positive_int("rows_per_batch", rows_per_batch)
         self._overflow = overflow
-        self._drop_last = bool(drop_last)
+        self._drop_last = flag("drop_last", drop_last)
         self._rows = pack_lengths(self._lengths, self._ctx, overflow).num_rows
         self._steps = batches_in(self._rows, self._rows_per_batch, self._drop_last)
         self._epochs = RecentEpochs(self._epoch_plan)
@@ -217,6 +225,7 @@ class PackCollator:
         pool: BufferPool | None = None,
     ) -> None:
         self._ctx = positive_int("context_length", context_length)
+        sampler = instance_or_none("sampler", sampler, PackedSampler)
         if sampler is not None and sampler.context_length != self._ctx:
             raise ValueError(
                 f"context_length must equal sampler.context_length ({sampler.context_length}) "
@@ -224,9 +233,11 @@ class PackCollator:
             )
         if not isinstance(overflow, str) or overflow not in _OVERFLOW:
             raise ValueError(f"overflow must be 'split' or 'drop' but got {overflow!r}")
-        self._sampler, self._overflow, self._value = sampler, overflow, padding_value
-        self._causal = bool(causal_mask)
-        self._pool = pool if pool is not None else BufferPool()
+        self._sampler, self._overflow = sampler, overflow
+        self._value = number("padding_value", padding_value)
+        self._causal = flag("causal_mask", causal_mask)
+        checked_pool = instance_or_none("pool", pool, BufferPool)
+        self._pool = checked_pool if checked_pool is not None else BufferPool()
 
     def __call__(self, samples: Sequence[Any], plan: Any) -> PackedBatch:
         """Pack the samples of ``plan``."""
@@ -303,7 +314,7 @@ class PackCollator:
     def _fill_reference(self, job: _PackJob) -> None:
         """The numpy reference of ``_fill_compiled``."""
         arrays, layout, source, tokens, positions, segments = job
-        tokens[...] = self._value
+        tokens[...] = padding_of(tokens.dtype, self._value)
         row_of = layout.row_of_piece().tolist()
         for r, k, s, n, o in zip(
             row_of,

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ._backend import compiled
-from ._check import lengths_1d, positive_int
-from ._sequences import Int64Array, _as_arrays
+from ._check import flag, lengths_1d, number, positive_int, seen
+from ._sequences import Int64Array, _as_arrays, padding_of
 
 _OVERFLOW = ("split", "drop")
 
@@ -185,7 +185,7 @@ class Packing:
         """Tokens ``[rows, context, ...]``: each piece copied from ``seqs[document]``."""
         arrays = _as_arrays("seqs", seqs)
         out = np.empty((self.num_rows, self.context_length, *arrays[0].shape[1:]), arrays[0].dtype)
-        out[...] = padding_value
+        out[...] = padding_of(out.dtype, padding_value)
         rows = self.row_of_piece().tolist()
         for r, d, s, n, o in zip(
             rows,
@@ -292,8 +292,14 @@ def pack_sequences(
     >>> packed.tokens.tolist(), packed.position_ids.tolist()
     ([[3, 4, 5, 6], [1, 2, 0, 0]], [[0, 1, 2, 0], [0, 1, 0, 0]])
     """
-    if isinstance(seqs_or_lengths, (str, bytes)):
-        raise TypeError("seqs_or_lengths must be sequences or lengths but got a string")
+    number("padding_value", padding_value)
+    causal = flag("causal_mask", causal_mask)
+    if isinstance(seqs_or_lengths, (str, bytes)) or not isinstance(
+        seqs_or_lengths, (Sequence, np.ndarray)
+    ):
+        raise TypeError(
+            f"seqs_or_lengths must be sequences or lengths but got {seen(seqs_or_lengths)}"
+        )
     if _is_lengths(seqs_or_lengths):
         arrays = None
         packing = pack_lengths(seqs_or_lengths, context_length, overflow)
@@ -306,7 +312,7 @@ def pack_sequences(
         packing.position_ids(),
         tuple(packing.cu_seqlens()),
         tokens,
-        packing.causal_mask() if causal_mask else None,
+        packing.causal_mask() if causal else None,
     )
 
 

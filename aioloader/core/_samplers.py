@@ -263,7 +263,8 @@ class MixingSampler(_FixedBatches):
         )
         if not self._eligible:
             raise ValueError(
-                "shares must give at least one source with share > 0 and size > 0 but got "
+                "sizes and shares must give at least one source with size > 0 and share > 0 "
+                "but got "
                 f"sizes={list(self._sizes)} shares={list(self._shares)}"
             )
         total = 0.0

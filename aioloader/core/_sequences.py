@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._backend import compiled
+from ._check import instance_or_none, number, seen
 from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._samplers import IndexArray
 
@@ -26,8 +27,12 @@ _EMPTY.flags.writeable = False
 
 
 def _as_arrays(name: str, seqs: Any) -> list[npt.NDArray[Any]]:
-    if isinstance(seqs, (str, bytes)) or not isinstance(seqs, (Sequence, np.ndarray)):
-        raise TypeError(f"{name} must be a sequence of arrays but got {type(seqs).__name__}")
+    if (
+        isinstance(seqs, (str, bytes))
+        or not isinstance(seqs, (Sequence, np.ndarray))
+        or (isinstance(seqs, np.ndarray) and seqs.ndim == 0)
+    ):
+        raise TypeError(f"{name} must be a sequence of arrays but got {seen(seqs)}")
     arrays = [np.asarray(s) for s in seqs]
     if not arrays:
         raise ValueError(f"{name} must hold at least one sequence but got none")
@@ -44,22 +49,34 @@ def _as_arrays(name: str, seqs: Any) -> list[npt.NDArray[Any]]:
     return arrays
 
 
-def _check_padding_value(value: Any) -> None:
-    if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
-        raise TypeError(f"padding_value must be a number but got {type(value).__name__}")
-
-
 def _check_side(padding_side: Any) -> str:
     if not isinstance(padding_side, str) or padding_side not in _SIDES:
         raise ValueError(f"padding_side must be 'left' or 'right' but got {padding_side!r}")
     return padding_side
 
 
+def padding_of(dtype: np.dtype[Any], value: Any) -> npt.NDArray[Any]:
+    """``value`` cast to ``dtype`` as one assignment casts it, or an error naming it.
+
+    >>> padding_of(np.dtype(np.uint8), 7.9)
+    array(7, dtype=uint8)
+    """
+    pattern = np.empty((), dtype)
+    try:
+        pattern[...] = value
+    except (OverflowError, ValueError, TypeError) as error:
+        kind = TypeError if isinstance(error, TypeError) else ValueError
+        raise kind(
+            f"padding_value must fit the samples' dtype {dtype} but got {value!r} ({error})"
+        ) from None
+    return pattern
+
+
 def _fill_padded(
     out: npt.NDArray[Any], arrays: list[npt.NDArray[Any]], value: Any, side: str
 ) -> None:
     width = out.shape[1]
-    out[...] = value
+    out[...] = padding_of(out.dtype, value)
     for i, a in enumerate(arrays):
         n = a.shape[0]
         if side == "right":
@@ -88,7 +105,7 @@ def byte_layout(
     so casting, rounding and errors are the same.
     """
     pattern = np.empty((1, *out.shape[2:]), out.dtype)
-    pattern[...] = value
+    pattern[...] = padding_of(out.dtype, value)
     rows = out.reshape(out.shape[0], math.prod(out.shape[1:])).view(np.uint8)
     return rows, pattern.reshape(-1).view(np.uint8)
 
@@ -109,7 +126,7 @@ def pad_sequences(
     [[1, 2, 3], [0, 0, 4]]
     """
     side = _check_side(padding_side)
-    _check_padding_value(padding_value)
+    number("padding_value", padding_value)
     arrays = _as_arrays("seqs", seqs)
     width = max(a.shape[0] for a in arrays)
     out = np.empty((len(arrays), width, *arrays[0].shape[1:]), arrays[0].dtype)
@@ -165,9 +182,10 @@ class PadCollator:
     def __init__(
         self, padding_value: Any = 0, padding_side: str = "right", pool: BufferPool | None = None
     ) -> None:
-        self._value = padding_value
+        self._value = number("padding_value", padding_value)
         self._side = _check_side(padding_side)
-        self._pool = pool if pool is not None else BufferPool()
+        checked_pool = instance_or_none("pool", pool, BufferPool)
+        self._pool = checked_pool if checked_pool is not None else BufferPool()
 
     def __call__(self, samples: Sequence[Any], plan: Any) -> PaddedBatch:
         """Pad the samples of ``plan`` (one per slot)."""

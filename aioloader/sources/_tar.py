@@ -176,7 +176,10 @@ class TarShards(Generic[SampleT]):
         cache: KnownFutureCache | None = None,
     ) -> None:
         if isinstance(shards, (str, os.PathLike)):
-            raise TypeError("shards must be a sequence of paths or keys but got a single one")
+            raise TypeError(
+                "shards must be a sequence of paths or keys but got a single one "
+                f"({shards!r}); pass a list: [{shards!r}]"
+            )
         names = []
         for position, shard in enumerate(shards):
             if not isinstance(shard, (str, os.PathLike)) or not str(shard):

@@ -286,13 +286,13 @@ def test_samplers_return_fresh_arrays() -> None:
         (
             lambda: MixingSampler([1, 2], [0, 0], 2),
             ValueError,
-            "shares must give at least one source with share > 0 and size > 0"
+            "sizes and shares must give at least one source with size > 0 and share > 0"
             " but got sizes=[1, 2] shares=[0.0, 0.0]",
         ),
         (
             lambda: MixingSampler([0, 0], [1, 1], 2),
             ValueError,
-            "shares must give at least one source with share > 0 and size > 0"
+            "sizes and shares must give at least one source with size > 0 and share > 0"
             " but got sizes=[0, 0] shares=[1.0, 1.0]",
         ),
         (
