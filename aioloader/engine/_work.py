@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import sniffio
 
-from .._compat import add_note
+from .._compat import BaseExceptionGroup, add_note
 from .._threadsafe import threadsafe_caller
 from ..core import _backend
 from ..core._autotune import Knobs
@@ -47,6 +47,14 @@ logger = logging.getLogger("aioloader")
 async def _in_any_thread(function: Callable[..., Any], *args: Any) -> Any:
     """``function(*args)`` in one of anyio's worker threads (streams without build threads)."""
     return await anyio.to_thread.run_sync(function, *args)
+
+
+def _is_cancellation(error: BaseException) -> bool:
+    """Whether ``error`` is the backend's cancellation, alone or in a group of errors."""
+    cancelled = anyio.get_cancelled_exc_class()
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(lambda inner: isinstance(inner, cancelled)) is not None
+    return isinstance(error, cancelled)
 
 
 class Unbuilt:
@@ -184,7 +192,9 @@ class StreamWork(Generic[BatchT]):
         every task of the program; on asyncio the consumer would wait forever)."""
         try:
             await self.run()
-        except Exception as error:
+        except BaseException as error:  # not even SystemExit may leave a host's task
+            if _is_cancellation(error):
+                raise
             logger.exception("aioloader: a stream's engine failed", exc_info=error)
             self.ring.fail_nowait(error)
 
@@ -279,10 +289,10 @@ class StreamWork(Generic[BatchT]):
                 return
             try:
                 batch = await self._build_step(step, group)
-            except anyio.get_cancelled_exc_class():
-                ring.abandon_nowait()
-                raise
-            except Exception as error:
+            except BaseException as error:  # SystemExit in a transform too: at its step
+                if _is_cancellation(error):
+                    ring.abandon_nowait()
+                    raise
                 logger.info("aioloader: global step %d failed: %r", step, error)
                 ring.fill_nowait(step, None, error)
             else:

@@ -90,11 +90,7 @@ def test_a_base_exception_reaches_the_sync_consumer_as_itself(
         assert caught.value.code == 3  # type: ignore[attr-defined]
     else:
         assert caught.value.args == ("stop",)
-    if workers == 0:  # built in step order: everything before the failing step arrives
-        assert seen == [0, 1, 2, 3]
-    else:  # it ends the stream at once: only steps before it may have arrived, in order
-        assert seen == list(range(len(seen)))
-        assert len(seen) <= 4
+    assert seen == [0, 1, 2, 3]  # delivered at its step, as any error: every batch before
     assert loader.next_step == len(seen)
     assert_threads_started_since_end(threads_before)  # the portal's loop and its workers
 
@@ -117,11 +113,26 @@ async def test_a_base_exception_reaches_the_async_consumer_as_itself(
 
     with pytest.raises(kind):
         await consume()
-    assert stream.state in (StreamState.FAILED, StreamState.CLOSED)
-    assert seen == list(range(len(seen)))
-    assert len(seen) <= 4
-    if workers == 0:
-        assert seen == [0, 1, 2, 3]
-        assert stream.state is StreamState.FAILED
-        with pytest.raises(LoaderClosedError, match=f"this batch stream failed \\({kind.__name__}"):
-            await stream.__anext__()
+    assert seen == [0, 1, 2, 3]
+    assert stream.state is StreamState.FAILED
+    with pytest.raises(LoaderClosedError, match=f"this batch stream failed \\({kind.__name__}"):
+        await stream.__anext__()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.anyio
+@pytest.mark.parametrize(("raiser", "kind"), RAISERS)
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_a_base_exception_reaches_a_bare_async_for_as_itself(
+    workers: int, raiser: Any, kind: type[BaseException]
+) -> None:
+    loader = make_loader(raiser, workers)
+    seen: list[int] = []
+
+    async def consume() -> None:
+        async for batch in loader:  # the stream's work runs in a task of the host's loop
+            seen.append(batch.global_step)
+
+    with pytest.raises(kind):
+        await consume()
+    assert seen == [0, 1, 2, 3]
