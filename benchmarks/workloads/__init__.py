@@ -16,6 +16,7 @@ MODULES = {
     "W3": "w3_tokens",
     "W4": "w4_resume",
     "W5": "w5_jpeg",
+    "W5J": "w5j_chain",
     "W6": "w6_object_storage",
     "W7": "w7_ingest",
     "W8": "w8_cache",
