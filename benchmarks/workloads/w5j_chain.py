@@ -35,10 +35,16 @@ def parts(cfg: W5Config) -> tuple[ShuffledSampler, TreeCollator]:
     return ShuffledSampler(cfg.images, cfg.batch), TreeCollator()
 
 
+def _numpy(value: Any) -> Any:
+    """A torch tensor's numpy view (``np.array(tensor, copy=True)`` warns), else ``value``."""
+    return value.numpy() if hasattr(value, "numpy") else value
+
+
 def arrays(batch: Any) -> dict[str, Any]:
-    """A batch's ``FIELDS``: a dict's entries, or a ``TreeBatch``'s data and indices."""
+    """A batch's ``FIELDS`` as arrays: a dict's entries (torch's tensors as numpy views), or a
+    ``TreeBatch``'s data and indices."""
     if isinstance(batch, dict):
-        return {name: batch[name] for name in FIELDS}
+        return {name: _numpy(batch[name]) for name in FIELDS}
     return {**batch.data, "indices": batch.indices}
 
 
