@@ -127,7 +127,9 @@ CORE = (
     "padding_report",
     "plan_batch",
     "rgb8_to_planar",
+    "sampler_identity",
     "split_global_step",
+    "values_digest",
 )
 
 SOURCES = (
