@@ -58,6 +58,16 @@ LENGTHS = st.one_of(  # lengths to pack: no huge values (valid ones would take h
         elements=st.integers(0, 1),
     ),
 )
+CONTEXTS = st.one_of(  # context lengths: no huge valid ones (a row of 2**40 tokens is 8 TiB)
+    st.none(),
+    st.booleans(),
+    st.text(max_size=4),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**70), 0),
+    st.integers(1, 4096),
+    st.lists(NUMBERS, max_size=3),
+    ARRAYS,
+)
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -207,7 +217,7 @@ PACKED = {
 
 
 @FUZZ
-@given(one_of(PACKED, SMALL, lengths=LENGTHS))
+@given(one_of(PACKED, SMALL, lengths=LENGTHS, context_length=CONTEXTS))
 def test_packed_sampler(broken: tuple[str, Any]) -> None:
     sampler = break_one(al.PackedSampler, PACKED, *broken)
     if sampler is not None:
@@ -295,7 +305,7 @@ PACKING = {"lengths": [5, 23, 9], "context_length": 32, "overflow": "split"}
 
 
 @FUZZ
-@given(one_of(PACKING, SMALL, lengths=LENGTHS))
+@given(one_of(PACKING, SMALL, lengths=LENGTHS, context_length=CONTEXTS))
 def test_packing(broken: tuple[str, Any]) -> None:
     packing = break_one(core.pack_lengths, PACKING, *broken)
     if packing is not None:
@@ -312,7 +322,7 @@ PACK_SEQUENCES = {
 
 
 @FUZZ
-@given(one_of(PACK_SEQUENCES, SMALL, seqs_or_lengths=LENGTHS))
+@given(one_of(PACK_SEQUENCES, SMALL, seqs_or_lengths=LENGTHS, context_length=CONTEXTS))
 def test_pack_sequences(broken: tuple[str, Any]) -> None:
     break_one(core.pack_sequences, PACK_SEQUENCES, *broken)
 
@@ -328,7 +338,7 @@ PACK_COLLATOR = {
 
 
 @FUZZ
-@given(one_of(PACK_COLLATOR, SMALL))
+@given(one_of(PACK_COLLATOR, SMALL, context_length=CONTEXTS))
 def test_pack_collator(broken: tuple[str, Any]) -> None:
     collator = break_one(al.PackCollator, PACK_COLLATOR, *broken)
     if collator is not None and collator_has_no_sampler(broken):
