@@ -241,7 +241,7 @@ def _shape_error(
             f"image width must be >= 1 but dataset index {int(indices[slot])} has shape {shape}"
         )
     raise ValueError(
-        "samples of one batch must share C and H but dataset index "
+        "every image of one batch must share C and H but dataset index "
         f"{int(indices[0])} has shape {first} and dataset index {int(indices[slot])} "
         f"has shape {shape}"
     )

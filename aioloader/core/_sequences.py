@@ -79,10 +79,15 @@ def _fill_padded(
     out[...] = padding_of(out.dtype, value)
     for i, a in enumerate(arrays):
         n = a.shape[0]
-        if side == "right":
-            out[i, :n] = a
-        else:
-            out[i, width - n :] = a
+        where = slice(0, n) if side == "right" else slice(width - n, width)
+        try:
+            with np.errstate(invalid="raise", over="raise"):
+                out[i, where] = a
+        except FloatingPointError as error:
+            raise ValueError(
+                f"seqs[{i}] must fit the dtype {out.dtype} of the first sequence but holds "
+                f"{a.dtype} values that do not ({error})"
+            ) from None
 
 
 _DTYPE = operator.attrgetter("dtype")

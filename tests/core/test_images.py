@@ -168,7 +168,7 @@ def test_mixed_channels_or_heights_name_both_indices_and_shapes() -> None:
     with pytest.raises(ValueError, match="must share C and H") as info:
         collator([ImageSample(image(1, 32, 5)), ImageSample(image(3, 32, 4))], plan_of([10, 11]))
     assert str(info.value) == (
-        "samples of one batch must share C and H but dataset index 10 has shape (1, 32, 5) "
+        "every image of one batch must share C and H but dataset index 10 has shape (1, 32, 5) "
         "and dataset index 11 has shape (3, 32, 4)"
     )
     with pytest.raises(ValueError, match=r"index 7 has shape \(1, 2, 1\) and dataset index 8"):
