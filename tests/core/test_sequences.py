@@ -98,3 +98,8 @@ def test_pad_errors_are_named() -> None:
         pad_sequences([np.int64(3)])
     with pytest.raises(ValueError, match=r"plan.indices must hold one index per sample \(1\)"):
         PadCollator()([[1]], plan_of([1, 2]))
+
+
+def test_a_sequence_that_does_not_fit_the_first_ones_dtype_is_named() -> None:
+    with pytest.raises(ValueError, match=r"^seqs\[1\] must fit the dtype int64 of the first"):
+        pad_sequences([[0], [0, 2**63]])  # the second is float64: 2**63 overflows int64
