@@ -110,16 +110,24 @@ class PlainLoop(harness.Steps):
         }
 
 
-def aioloader_row(cfg: W5Config, items: list[Any], workers: int | str, executor: str = "") -> Any:
-    """``DataLoader(transform=decode, workers=w)`` on asyncio, a fresh collator per loader."""
+def aioloader_row(
+    cfg: W5Config,
+    items: list[Any],
+    workers: int | str,
+    executor: str = "",
+    transform: Callable[..., Any] = decode_sample,
+    parts_of: Callable[[W5Config], tuple[Any, Any]] = parts,
+) -> Any:
+    """``DataLoader(transform=..., workers=w)`` on asyncio, fresh parts per loader (W5, W5J)."""
     prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
-    options = {"transform": decode_sample, "workers": workers, "prefetch": prefetch}
+    options = {"transform": transform, "workers": workers, "prefetch": prefetch}
     options |= {"executor": executor} if executor else {}
-    loader_parts = functools.partial(parts, cfg)
+    loader_parts = functools.partial(parts_of, cfg)
     make = aioloader_system.maker(MemoryDataset(items), loader_parts, SEED, **options)
     name = f"aioloader {'processes' if executor == 'process' else 'workers'}={workers}"
     extra = f", executor={executor!r}" if executor else ""
-    note = f"DataLoader(transform=decode, workers={workers!r}{extra}, prefetch={prefetch!r})"
+    what = transform.__name__
+    note = f"DataLoader(transform={what}, workers={workers!r}{extra}, prefetch={prefetch!r})"
     return aioloader_system.Aioloader(make, False, name=name, note=f"{note}, async for, asyncio")
 
 

@@ -8,18 +8,16 @@ each row.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import harness
 import numpy as np
-from systems import aioloader as aioloader_system
 from systems import torch as torch_system
 
 from aioloader import JpegCropResize
 from aioloader.core import BatchPlan, SampleRng, ShuffledSampler, TreeCollator, plan_batch
-from aioloader.testing import MemoryDataset
+from workloads import w5_jpeg
 from workloads.w5_jpeg import SEED, W5Config, make_jpegs
 
 FIELDS = ("images", "labels", "indices")
@@ -79,16 +77,8 @@ class PlainLoop(harness.Steps):
 
 
 def aioloader_row(cfg: W5Config, items: list[Any], workers: int | str, executor: str = "") -> Any:
-    """``DataLoader(transform=chain_sample, workers=w)`` on asyncio."""
-    prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
-    options = {"transform": chain_sample, "workers": workers, "prefetch": prefetch}
-    options |= {"executor": executor} if executor else {}
-    loader_parts = functools.partial(parts, cfg)
-    make = aioloader_system.maker(MemoryDataset(items), loader_parts, SEED, **options)
-    name = f"aioloader {'processes' if executor == 'process' else 'workers'}={workers}"
-    extra = f", executor={executor!r}" if executor else ""
-    note = f"DataLoader(transform=chain, workers={workers!r}{extra}, prefetch={prefetch!r})"
-    return aioloader_system.Aioloader(make, False, name=name, note=f"{note}, async for, asyncio")
+    """``DataLoader(transform=chain_sample, workers=w)`` on asyncio (W5's row maker)."""
+    return w5_jpeg.aioloader_row(cfg, items, workers, executor, chain_sample, parts)
 
 
 def rows(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], None]) -> Any:
