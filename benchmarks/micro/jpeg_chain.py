@@ -147,7 +147,8 @@ def main() -> None:
     reduced = JpegCropResize(SIZE, CROP, flip=True, dct_scale=2)
     with use_kernels("numba"):
         ours(files[0], SampleRng(0))  # compile or load the kernel
-        chain_module._loaded = timed(chain_module._kernel())
+        kernel = timed(chain_module._kernel())
+        chain_module._kernel = lambda: kernel  # the chain calls the timed kernel
         simplejpeg.decode_jpeg = timed(simplejpeg.decode_jpeg)
         overhead = call_overhead()
         rows = [
