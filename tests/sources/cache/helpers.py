@@ -88,7 +88,13 @@ class Epochs:
 
 
 def run_epochs(
-    source: LoggedShards, sampler: Any, epochs: int, start: int = 0, *, per_epoch: bool = False
+    source: LoggedShards,
+    sampler: Any,
+    epochs: int,
+    start: int = 0,
+    *,
+    per_epoch: bool = False,
+    backend: str = "asyncio",
 ) -> Epochs:
     """Read ``epochs`` epochs batch by batch in plan order (plans the cache, as a loader does).
 
@@ -96,6 +102,7 @@ def run_epochs(
     loader`` (one stream an epoch); else one plan spans every epoch (one long stream). A
     sample counts as fetched twice unused when two reads carry it with no batch using it
     in between, and as fetched twice in an epoch when two reads of one epoch carry it.
+    Each epoch runs in ``anyio.run`` on ``backend`` (``"asyncio"`` or ``"trio"``).
     """
     steps = sampler.steps_per_epoch
     if source.cache is not None and not per_epoch:
@@ -121,7 +128,7 @@ def run_epochs(
         if source.cache is not None and per_epoch:
             source.plan_reads(sampler, SEED, first, first + steps)
         before = len(source.log)
-        anyio.run(epoch, first)
+        anyio.run(epoch, first, backend=backend)
         requests.append(len(source.log) - before)
         fetched.append(sum(end - begin for _, begin, end in source.log[before:]))
         carried = Counter(

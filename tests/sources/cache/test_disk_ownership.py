@@ -74,11 +74,14 @@ def _on(folder: Path) -> dict[str, Any]:
     return {"disk_dir": folder, "disk_bytes": 2 * DATASET}
 
 
-def _fill(paths: list[str], index: Path, disk: Path) -> LoggedShards:
+BACKENDS = ["asyncio", "trio"]  # each epoch's event loop (run_epochs)
+
+
+def _fill(paths: list[str], index: Path, disk: Path, backend: str = "asyncio") -> LoggedShards:
     """One epoch through a cache whose memory holds nothing: every sample ends on disk."""
     cache = KnownFutureCache(1, disk_dir=disk, disk_bytes=2 * DATASET, lookahead_steps=4)
     source = LoggedShards(paths, index_dir=index, cache=cache)
-    run_epochs(source, samplers()["block"], 1)
+    run_epochs(source, samplers()["block"], 1, backend=backend)
     assert len(_entries(disk)) == N
     return source
 
@@ -105,12 +108,13 @@ def test_disk_dir_holding_a_users_files_is_refused_and_nothing_in_it_is_deleted(
     assert sorted(p.name for p in project.iterdir()) == ["0-5-00000000.tmp", "notes", "train.py"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_files_a_user_adds_to_the_cache_folder_are_left_alone(
-    local_shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path, backend: str
 ) -> None:
     paths, index = local_shards
     disk = tmp_path / "disk"
-    _fill(paths, index, disk)
+    _fill(paths, index, disk, backend)
     folder = _entries(disk)[0].parent
     (disk / "README.txt").write_text("what this folder is\n")
     (folder / "notes.txt").write_text("a note among the entries\n")
@@ -121,7 +125,7 @@ def test_files_a_user_adds_to_the_cache_folder_are_left_alone(
     cache = KnownFutureCache(1, disk_dir=disk, disk_bytes=2 * DATASET, lookahead_steps=4)
     source = LoggedShards(paths, index_dir=index, cache=cache)  # opens the tier again
     sampler = samplers()["block"]
-    got = run_epochs(source, sampler, 1)
+    got = run_epochs(source, sampler, 1, backend=backend)
     assert got.batches == expected_batches(WANT, sampler, range(sampler.steps_per_epoch))
     assert (disk / "README.txt").read_text() == "what this folder is\n"
     assert (folder / "notes.txt").read_text() == "a note among the entries\n"
@@ -131,12 +135,13 @@ def test_files_a_user_adds_to_the_cache_folder_are_left_alone(
     assert sum(len(data) for data in _tree(disk).values()) == ours  # nothing added or lost
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_temporary_file_is_deleted_only_when_its_writer_is_gone(
-    local_shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path, backend: str
 ) -> None:
     paths, index = local_shards
     disk = tmp_path / "disk"
-    _fill(paths, index, disk)
+    _fill(paths, index, disk, backend)
     entry = sorted(_entries(disk))[0]
     old = time.time() - 2 * DAY
     kept = {  # (temporary file, written two days ago)
@@ -177,14 +182,15 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_two_processes_share_one_folder_and_a_live_writers_file_survives(
-    local_shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path, backend: str
 ) -> None:
     paths, index = local_shards
     disk = tmp_path / "disk"
     sampler = samplers()["block"]
     steps = sampler.steps_per_epoch
-    first = _fill(paths, index, disk)  # one process: every sample on disk
+    first = _fill(paths, index, disk, backend)  # one process: every sample on disk
     entry = min(_entries(disk), key=lambda p: (p.parent.name, int(p.name.split("-")[0])))
     saved = tmp_path / "entry.bin"
     saved.write_bytes(entry.read_bytes())
@@ -210,12 +216,12 @@ def test_two_processes_share_one_folder_and_a_live_writers_file_survives(
         assert writer.stdout.readline() == "done\n"
     assert writer.returncode == 0
     assert entry.read_bytes() == saved.read_bytes()
-    got = run_epochs(source, sampler, 1)
+    got = run_epochs(source, sampler, 1, backend=backend)
     assert got.batches == expected_batches(WANT, sampler, range(steps))
     stats = second.statistics()
     assert (stats.misses, stats.disk_hits) == (1, N - 1)  # the entry being written: a miss
     # the first cache, still open, reads its entries, the rewritten one included
-    again = run_epochs(first, sampler, 1, steps)
+    again = run_epochs(first, sampler, 1, steps, backend=backend)
     assert again.batches == expected_batches(WANT, sampler, range(steps, 2 * steps))
     assert again.requests == [0]
     assert _temps(disk) == []
@@ -240,8 +246,9 @@ class _Subset:
         return self._indices[self._inner.indices(seed, epoch, step)]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_entries_of_an_earlier_run_make_room_for_what_a_new_plan_needs(
-    local_shards: tuple[list[str], Path], tmp_path: Path
+    local_shards: tuple[list[str], Path], tmp_path: Path, backend: str
 ) -> None:
     paths, index = local_shards
     plain = LoggedShards(paths, index_dir=index)
@@ -254,14 +261,16 @@ def test_entries_of_an_earlier_run_make_room_for_what_a_new_plan_needs(
     disk = tmp_path / "disk"
     options: dict[str, Any] = {"disk_dir": disk, "disk_bytes": bytes_a, "lookahead_steps": 4}
     first = KnownFutureCache(1, **options)
-    run_epochs(LoggedShards(paths, index_dir=index, cache=first), _Subset(a, 16), 1)
+    run_epochs(
+        LoggedShards(paths, index_dir=index, cache=first), _Subset(a, 16), 1, backend=backend
+    )
     assert first.statistics().disk_bytes == bytes_a  # the bound is full
     # run 2: another subset; its plan (two epochs) lies within the horizon (64 steps)
     second = KnownFutureCache(1, window_steps=16, horizon_windows=4, **options)
     source = LoggedShards(paths, index_dir=index, cache=second)
     assert second.statistics().disk_bytes == bytes_a
     sampler = _Subset(b, 16)
-    got = run_epochs(source, sampler, 2)
+    got = run_epochs(source, sampler, 2, backend=backend)
     assert got.batches == expected_batches(WANT, sampler, range(2 * sampler.steps_per_epoch))
     stats = second.statistics()
     # epoch 1 fetches the subset once, and each sample goes to disk, in place of entries
