@@ -15,6 +15,14 @@ Transform = Callable[..., Any]
 ``transform(sample) -> sample``."""
 
 
+def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
+    """``function``'s signature, or ``None`` when it cannot be read (some builtins)."""
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+
+
 def _positional(signature: inspect.Signature) -> list[inspect.Parameter]:
     """The parameters that take a positional argument, ``*args`` included."""
     return [
@@ -29,17 +37,17 @@ def _positional(signature: inspect.Signature) -> list[inspect.Parameter]:
     ]
 
 
-def _takes_second(function: Callable[..., Any], name: str) -> bool:
-    """Whether ``function`` means its second positional argument to be the loader's ``name``
-    (``rng`` or ``plan``): a required parameter, one called ``name``, or ``*args``.
+def _takes_second(signature: inspect.Signature | None, name: str) -> bool:
+    """Whether a function of ``signature`` means its second positional argument to be the
+    loader's ``name`` (``rng`` or ``plan``): a required parameter, one called ``name``, or
+    ``*args``.
 
     A second parameter with a default under another name (``numpy.stack(arrays, axis=0)``)
     is an option of the function, not a slot for the loader's argument; neither is anything
-    of a function whose signature cannot be read (a builtin such as ``torch.stack``).
+    of a function whose signature cannot be read (``None``: a builtin such as
+    ``torch.stack``).
     """
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
+    if signature is None:
         return False
     positional = _positional(signature)
     if positional and positional[0].kind is inspect.Parameter.VAR_POSITIONAL:
@@ -62,7 +70,7 @@ def transform_takes_rng(transform: Callable[..., Any]) -> bool:
     as ``numpy.asarray(a, dtype=None)``, or a signature that cannot be read) it is called
     as ``transform(sample)`` and no rng is derived for it.
     """
-    return _takes_second(transform, "rng")
+    return _takes_second(_signature(transform), "rng")
 
 
 TRANSFORM_SLOT = "__aioloader_transform_slot__"
@@ -104,9 +112,8 @@ def collator_takes_plan(collator: Callable[..., Any]) -> bool:
         TypeError: the signature fits neither (no positional parameter, more than two
             required ones, or a required keyword-only one).
     """
-    try:
-        signature = inspect.signature(collator)
-    except (TypeError, ValueError):
+    signature = _signature(collator)
+    if signature is None:
         return False
     positional = _positional(signature)
     required = sum(
@@ -124,7 +131,7 @@ def collator_takes_plan(collator: Callable[..., Any]) -> bool:
             "collator must accept collator(samples, plan) or collator(samples) but "
             f"{getattr(collator, '__qualname__', collator)!r} has the signature {signature}"
         )
-    return _takes_second(collator, "plan")
+    return _takes_second(signature, "plan")
 
 
 def _transform_note(error: BaseException, plan: BatchPlan, slot: int) -> None:
