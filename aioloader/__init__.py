@@ -52,6 +52,8 @@ from .core import TreeBatch as TreeBatch
 from .core import TreeCollator as TreeCollator
 from .core import default_collate as default_collate
 from .core import load_kernels as load_kernels
+from .core import takes_plan as takes_plan
+from .core import takes_rng as takes_rng
 from .engine import AutoTune as AutoTune
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
@@ -142,4 +144,6 @@ __all__ = (
     "decode_npy",
     "default_collate",
     "load_kernels",
+    "takes_plan",
+    "takes_rng",
 )

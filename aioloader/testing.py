@@ -27,6 +27,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
+from .core import takes_plan
 from .core._plan import BatchPlan
 from .core._rng import mix
 
@@ -120,6 +121,7 @@ class ArrayBatch:
         self.release()
 
 
+@takes_plan
 class StackCollator:
     """Stacks array samples with ``np.stack``; the simplest real collator."""
 

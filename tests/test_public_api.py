@@ -69,6 +69,8 @@ TOP_LEVEL = (
     "decode_npy",
     "default_collate",
     "load_kernels",
+    "takes_plan",
+    "takes_rng",
 )
 
 CORE = (
@@ -129,7 +131,11 @@ CORE = (
     "rgb8_to_planar",
     "sampler_identity",
     "split_global_step",
+    "takes_plan",
+    "takes_rng",
     "values_digest",
+    "wants_plan",
+    "wants_rng",
 )
 
 SOURCES = (

@@ -19,6 +19,10 @@ from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._images import ImageBatch as ImageBatch
 from ._images import ImageBatchCollator as ImageBatchCollator
 from ._images import ImageSample as ImageSample
+from ._markers import takes_plan as takes_plan
+from ._markers import takes_rng as takes_rng
+from ._markers import wants_plan as wants_plan
+from ._markers import wants_rng as wants_rng
 from ._packed import PackCollator as PackCollator
 from ._packed import PackedBatch as PackedBatch
 from ._packed import PackedSampler as PackedSampler
@@ -120,5 +124,9 @@ __all__ = (
     "rgb8_to_planar",
     "sampler_identity",
     "split_global_step",
+    "takes_plan",
+    "takes_rng",
     "values_digest",
+    "wants_plan",
+    "wants_rng",
 )

@@ -40,6 +40,7 @@ import numpy.typing as npt
 from ._backend import compiled
 from ._check import flag, positive_up_to
 from ._digest import digest_batch
+from ._markers import takes_rng
 from ._rng import SampleRng
 
 Q = 11
@@ -198,6 +199,7 @@ def _scratch(nbytes: int) -> U8Array | None:
     return buffer
 
 
+@takes_rng
 @dataclass(frozen=True, slots=True)
 class JpegCropResize:
     """Decode a JPEG, crop a random square, resize it bilinearly and maybe flip it.

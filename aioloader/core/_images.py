@@ -36,6 +36,7 @@ from ._image_ops import BatchAugmentation as BatchAugmentation
 from ._image_ops import GainOffset as GainOffset
 from ._image_ops import gray8_to_planar as gray8_to_planar
 from ._image_ops import rgb8_to_planar as rgb8_to_planar
+from ._markers import takes_plan
 from ._plan import BatchPlan
 from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._rng import BatchRng, SampleRng, slot_prefix
@@ -137,6 +138,7 @@ Augmentation = Callable[[F32Array, SampleRng], None]
 """Edits a contiguous float32 ``[C, H, W_i]`` scratch in place; may offer ``augment_batch``."""
 
 
+@takes_plan
 class ImageBatchCollator:
     """Collates ``ImageSample`` objects into an ``ImageBatch`` (docs/contract.md, "Image batches").
 

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from ._check import flag, instance_or_none, lengths_1d, number, positive_int
 from ._identity import values_digest
+from ._markers import takes_plan
 from ._packing import _OVERFLOW, Packing, pack_lengths
 from ._permutation import keyed_permutation_array
 from ._pool import BatchField, BufferPool, StepBatch, StepState
@@ -205,6 +206,7 @@ class PackedBatch(StepBatch[_PackedState]):
     )
 
 
+@takes_plan
 class PackCollator:
     """Packs the sequences of one step into rows of ``context_length``.
 

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from ._backend import compiled
 from ._check import instance_or_none, number, seen
+from ._markers import takes_plan
 from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._samplers import IndexArray
 
@@ -172,6 +173,7 @@ class PaddedBatch(StepBatch[_PaddedState]):
     )
 
 
+@takes_plan
 class PadCollator:
     """Collates ``[L_i, ...]`` sequences into a ``PaddedBatch`` (arrays from a pool).
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import CollateError
+from ._markers import takes_plan
 from ._plan import BatchPlan
 from ._samplers import IndexArray
 
@@ -164,6 +165,7 @@ class TreeBatch:
         self.release()
 
 
+@takes_plan
 class TreeCollator:
     """A ``Collator`` for nested samples (dicts, tuples, namedtuples, arrays, numbers).
 

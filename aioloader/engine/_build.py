@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import inspect
+import os
+import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from .._compat import add_note
+from ..core import takes_plan, takes_rng, wants_plan, wants_rng
 from ..core._plan import BatchPlan
 from ..core._rng import sample_rngs
 
 Transform = Callable[..., Any]
-"""``transform(sample, rng) -> sample`` or, for a transform without randomness,
-``transform(sample) -> sample``."""
+"""``transform(sample) -> sample`` or, marked ``@takes_rng``, ``transform(sample, rng)``."""
+
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+_WARNED: set[object] = set()
 
 
 def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
@@ -38,9 +45,9 @@ def _positional(signature: inspect.Signature) -> list[inspect.Parameter]:
 
 
 def _takes_second(signature: inspect.Signature | None, name: str) -> bool:
-    """Whether a function of ``signature`` means its second positional argument to be the
-    loader's ``name`` (``rng`` or ``plan``): a required parameter, one called ``name``, or
-    ``*args``.
+    """Whether today's two-parameter form (deprecated) passes ``name`` (``rng`` or ``plan``)
+    to a function of ``signature``: its second positional parameter is required, is called
+    ``name``, or is ``*args``.
 
     A second parameter with a default under another name (``numpy.stack(arrays, axis=0)``)
     is an option of the function, not a slot for the loader's argument; neither is anything
@@ -62,15 +69,81 @@ def _takes_second(signature: inspect.Signature | None, name: str) -> bool:
     )
 
 
+def _accepts_two(signature: inspect.Signature | None) -> bool:
+    """Whether a function of ``signature`` can be called with two positional arguments."""
+    if signature is None:
+        return True  # unreadable: trust the mark
+    positional = _positional(signature)
+    return len(positional) >= 2 or any(
+        parameter.kind is inspect.Parameter.VAR_POSITIONAL for parameter in positional
+    )
+
+
+def _name(function: Any) -> str:
+    return str(getattr(function, "__qualname__", None) or repr(function))
+
+
+def _identity(function: Any) -> object:
+    """What one deprecation warning is given per: the code of a function or method (a
+    lambda made again is the same), the class of a callable object."""
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    if code is not None:
+        return code
+    inner = getattr(function, "func", None)  # functools.partial
+    return _identity(inner) if callable(inner) else type(function)
+
+
+def _outside_frames() -> int:
+    """The ``stacklevel`` of the first frame outside this package (the user's call)."""
+    frame: FrameType | None = inspect.currentframe()
+    level = 0
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    return max(level, 1)
+
+
+def _deprecated(function: Any, role: str, argument: str, marker: str) -> None:
+    """Warn (once per function) that ``function`` gets ``argument`` by its signature."""
+    identity = _identity(function)
+    if identity in _WARNED:
+        return
+    _WARNED.add(identity)
+    warnings.warn(
+        f"aioloader: the {role} {_name(function)} gets the {argument} because of its "
+        f"signature, which is deprecated (a signature will not be read): mark it "
+        f"@{marker} (from aioloader import {marker}) to keep getting the {argument}, or "
+        f"give it one parameter",
+        DeprecationWarning,
+        stacklevel=_outside_frames(),
+    )
+
+
 def transform_takes_rng(transform: Callable[..., Any]) -> bool:
     """Whether ``transform`` is called as ``transform(sample, rng)``.
 
-    It is when its second positional parameter is required, is called ``rng``, or is
-    ``*args``. Otherwise (one parameter, an optional second one under another name such
-    as ``numpy.asarray(a, dtype=None)``, or a signature that cannot be read) it is called
-    as ``transform(sample)`` and no rng is derived for it.
+    It is when it is marked ``@takes_rng``. An unmarked transform is called as
+    ``transform(sample)``, except in today's two-parameter form (its second positional
+    parameter is required, is called ``rng``, or is ``*args``), which still gets its rng
+    with a ``DeprecationWarning`` (once per function) naming the fix.
+
+    Raises:
+        TypeError: it is marked ``@takes_rng`` but takes one positional argument only.
     """
-    return _takes_second(_signature(transform), "rng")
+    declared = wants_rng(transform)
+    signature = _signature(transform)
+    if declared is not None:
+        if declared and not _accepts_two(signature):
+            raise TypeError(
+                "transform is marked @takes_rng so must accept transform(sample, rng) but "
+                f"{_name(transform)!r} has the signature {signature}"
+            )
+        return declared
+    if _takes_second(signature, "rng"):
+        _deprecated(transform, "transform", "rng", takes_rng.__name__)
+        return True
+    return False
 
 
 TRANSFORM_SLOT = "__aioloader_transform_slot__"
@@ -102,36 +175,47 @@ class SamplesOnlyCollator:
 def collator_takes_plan(collator: Callable[..., Any]) -> bool:
     """Whether ``collator`` is called as ``(samples, plan)`` (True) or ``(samples)``.
 
-    Read once from the signature: the plan is passed when the second positional parameter
-    is required, is called ``plan``, or is ``*args``. A collator of one parameter (torch's
-    ``collate_fn(samples)``), one whose second parameter is an option under another name
-    (``numpy.stack(arrays, axis=0)``) and one whose signature cannot be read (a builtin
-    such as ``torch.stack``) get the samples only.
+    The plan is passed to a collator marked ``@takes_plan``. An unmarked one gets the
+    samples only (torch's ``collate_fn(samples)``, ``numpy.stack``, ``torch.stack``),
+    except in today's two-parameter form (its second positional parameter is required, is
+    called ``plan``, or is ``*args``), which still gets the plan with a
+    ``DeprecationWarning`` (once per function) naming the fix.
 
     Raises:
         TypeError: the signature fits neither (no positional parameter, more than two
-            required ones, or a required keyword-only one).
+            required ones, or a required keyword-only one), or it is marked ``@takes_plan``
+            but takes one positional argument only.
     """
+    declared = wants_plan(collator)
     signature = _signature(collator)
-    if signature is None:
-        return False
-    positional = _positional(signature)
-    required = sum(
-        parameter.default is inspect.Parameter.empty
-        and parameter.kind is not inspect.Parameter.VAR_POSITIONAL
-        for parameter in positional
-    )
-    keyword_only = any(
-        parameter.kind is inspect.Parameter.KEYWORD_ONLY
-        and parameter.default is inspect.Parameter.empty
-        for parameter in signature.parameters.values()
-    )
-    if not positional or required > 2 or keyword_only:
-        raise TypeError(
-            "collator must accept collator(samples, plan) or collator(samples) but "
-            f"{getattr(collator, '__qualname__', collator)!r} has the signature {signature}"
+    if signature is not None:
+        positional = _positional(signature)
+        required = sum(
+            parameter.default is inspect.Parameter.empty
+            and parameter.kind is not inspect.Parameter.VAR_POSITIONAL
+            for parameter in positional
         )
-    return _takes_second(signature, "plan")
+        keyword_only = any(
+            parameter.kind is inspect.Parameter.KEYWORD_ONLY
+            and parameter.default is inspect.Parameter.empty
+            for parameter in signature.parameters.values()
+        )
+        if not positional or required > 2 or keyword_only:
+            raise TypeError(
+                "collator must accept collator(samples, plan) or collator(samples) but "
+                f"{_name(collator)!r} has the signature {signature}"
+            )
+    if declared is not None:
+        if declared and not _accepts_two(signature):
+            raise TypeError(
+                "collator is marked @takes_plan so must accept collator(samples, plan) but "
+                f"{_name(collator)!r} has the signature {signature}"
+            )
+        return declared
+    if _takes_second(signature, "plan"):
+        _deprecated(collator, "collator", "plan", takes_plan.__name__)
+        return True
+    return False
 
 
 def _transform_note(error: BaseException, plan: BatchPlan, slot: int) -> None:
