@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,48 +43,21 @@ from ...core._samplers import check_sampler
 from .._concurrency import PerLoop, gather_ordered
 from ._disk import DiskTier, shard_folder
 from ._planner import NEVER, HorizonPlanner
+from ._plans import PlannedStream, Plans
 from ._policy import Policy, ReadBudget
 from ._ranges import ByteRange, check_coalescing
 from ._source import RangeSource
 from ._statistics import CacheStatistics, Tally
 from ._tiers import MemoryTier
+from ._turns import Pending, Turn, noting, on_the_loop
 
 __all__ = ("KnownFutureCache",)
 
 _Writes = list[tuple[int, Path, bytes]]
-YIELD_SECONDS = 0.002
-"""Longest stretch of the cache's own work between two yields to the event loop."""
 TASKS_PER_TURN = 64
 """Reads started in one event-loop turn."""
 URGENT_STEPS = 2
 """A run for a step this close that finds no room is cut to what fits; a later one waits."""
-
-
-class _Pending:
-    """A sample on its way: waiters get its bytes, or None when its read failed."""
-
-    __slots__ = ("_event", "data", "done", "reserved", "size", "waiters")
-
-    def __init__(self, size: int) -> None:
-        self._event: anyio.Event | None = None  # made for the first waiter only: cheap
-        self.data: bytes | None = None
-        self.done = False
-        self.size = size
-        self.waiters = 0
-        self.reserved = False  # read ahead: its room is reserved in the memory tier
-
-    async def wait(self) -> None:
-        """Wait until the read ends (``data`` is then the bytes, or None if it failed)."""
-        if not self.done:
-            if self._event is None:
-                self._event = anyio.Event()
-            await self._event.wait()
-
-    def finish(self) -> None:
-        """The read ended: wake the waiters."""
-        self.done = True
-        if self._event is not None:
-            self._event.set()
 
 
 class KnownFutureCache:
@@ -163,9 +136,8 @@ class KnownFutureCache:
         self.disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy)
         self._source: RangeSource | None = None
         self._versions: dict[str, str] = {}
-        self._planner: HorizonPlanner | None = None
-        self._extending: anyio.Event | None = None
-        self._pending: dict[int, _Pending] = {}
+        self._plans = Plans()  # one plan per stream it serves
+        self._pending: dict[int, Pending] = {}
         self._pending_bytes = 0
         self._ahead: dict[int, tuple[bytes, float]] = {}  # read ahead, not used: (data, when)
         self._ahead_bytes = 0
@@ -203,14 +175,23 @@ class KnownFutureCache:
             self.disk.open(folders, locate)
 
     def plan(
-        self, sampler: Any, seed: int, start_step: int = 0, stop_step: int | None = None
-    ) -> None:
-        """Read batches in the order of ``sampler`` from ``start_step`` on (blocking).
+        self,
+        sampler: Any,
+        seed: int,
+        start_step: int = 0,
+        stop_step: int | None = None,
+        *,
+        stream: Hashable | None = None,
+    ) -> Hashable:
+        """Read stream ``stream``'s batches in the order of ``sampler`` from ``start_step`` on.
 
-        The loader calls it (in a worker thread) when a stream starts; entries already held
-        are kept. It computes the plan's first window; later windows are computed in worker
-        threads while batches are read. With ``stop_step`` (the stream's end) nothing past
-        it is planned or read ahead.
+        The loader calls it (in a worker thread, blocking) when a stream starts; entries
+        already held are kept. It computes the plan's first window; later windows are
+        computed in worker threads while batches are read. With ``stop_step`` (the stream's
+        end) nothing past it is planned or read ahead, and the plan is removed once its
+        last step is read. Several streams (training and evaluation) each keep their own
+        plan: ``stream`` (default ``(id(sampler), seed)``) replaces only its own. Returns
+        the stream's key, for ``unplan``.
         """
         check_sampler(sampler)
         planner = HorizonPlanner(
@@ -224,13 +205,44 @@ class KnownFutureCache:
         )
         first = planner.wanted_window()
         assert first is not None
-        units = planner.install(planner.extend(first))
+        horizon = planner.extend(first)
+        key = (id(sampler), seed) if stream is None else stream
+        on_the_loop(self._register, key, planner, horizon)
+        return key
+
+    def unplan(self, stream: Hashable) -> bool:
+        """Forget stream ``stream``'s plan (the key ``plan`` returned); False if it has none.
+
+        A stream with a stop step is forgotten when it ends; one without (or left early)
+        stays until the same stream plans again, or this.
+        """
+        return bool(on_the_loop(self._unregister, stream))
+
+    def _register(self, key: Hashable, planner: HorizonPlanner, horizon: Any) -> None:
+        units = planner.install(horizon)
+        self._rerank(units, self._plans.add(key, planner, self._now))
+
+    def _unregister(self, key: Hashable) -> bool:
+        stream = self._plans.get(key)
+        if stream is None:
+            return False
+        self._plans.remove(stream)
+        self._rerank([], None)
+        return True
+
+    def _rerank(self, fresh: list[int], new: PlannedStream | None) -> None:
+        """Rank every entry again by the plans now registered: ``fresh`` (the ``new``
+        plan's first window) as used now, the other plans' samples by their next use, the
+        rest as never used again; read-ahead no plan needs is dropped."""
         for tier in self._tiers():
             tier.order.rank_all(NEVER)
-        self._planner = planner
-        for unit in units:
+        for unit in fresh:
             self._rank(unit)
-        for unit in [u for u in self._ahead if planner.next_use(u) == NEVER]:
+        for unit in self._plans.units(but=new):
+            for tier in self._tiers():
+                if unit in tier.order:
+                    tier.rank(unit, self._next_use(unit))
+        for unit in [u for u in self._ahead if self._next_use(u) == NEVER]:
             self._drop_ahead(unit)  # read ahead for a plan that is gone
 
     def offer(self, index: int, data: bytes) -> bool:
@@ -278,32 +290,33 @@ class KnownFutureCache:
         return self.disk.path_for(unit, key, self._versions[key], start, end, data)
 
     def _next_use(self, unit: int) -> int:
-        return NEVER if self._planner is None else self._planner.next_use(unit)
+        return self._plans.next_use(unit)
 
-    async def _notice(self, planner: HorizonPlanner, units: list[int]) -> None:
+    async def _notice(self, units: list[int]) -> None:
         """New steps are known: rank again the entries they read."""
-        turn = _Turn()
+        turn = Turn()
         for unit in units:
             await turn.pause_if_due()
             for tier in self._tiers():
                 if unit in tier.order:
-                    tier.rank(unit, planner.next_use(unit))
+                    tier.rank(unit, self._next_use(unit))
 
-    async def _extend(self, planner: HorizonPlanner) -> None:
-        """Compute the windows the horizon lacks in worker threads, one at a time.
+    async def _extend(self, stream: PlannedStream) -> None:
+        """Compute the windows ``stream``'s horizon lacks in worker threads, one at a time.
 
         One reader computes them; a reader that comes meanwhile waits for it.
         """
-        if self._extending is not None:
-            await self._extending.wait()
+        if stream.extending is not None:
+            await stream.extending.wait()
             return
-        self._extending = done = anyio.Event()
+        stream.extending = done = anyio.Event()
+        planner = stream.planner
         try:
-            while self._planner is planner and (first := planner.wanted_window()) is not None:
+            while self._plans.holds(stream) and (first := planner.wanted_window()) is not None:
                 horizon = await anyio.to_thread.run_sync(planner.extend, first)
-                await self._notice(planner, planner.install(horizon))
+                await self._notice(planner.install(horizon))
         finally:
-            self._extending = None
+            stream.extending = None
             done.set()
 
     # -- reading ----------------------------------------------------------------------
@@ -313,46 +326,49 @@ class KnownFutureCache:
         source = self._source
         if source is None:
             raise RuntimeError("KnownFutureCache is not bound to a source (pass it as cache=)")
-        planner = self._planner
-        step = None
+        stream: PlannedStream | None = None
+        step = 0
         found: dict[int, bytes] = {}
-        waits: dict[int, _Pending] = {}
+        waits: dict[int, Pending] = {}
         on_disk: dict[int, Path] = {}
         need: list[int] = []
-        claimed: dict[int, _Pending] = {}
+        claimed: dict[int, Pending] = {}
         writes: tuple[list[Path], _Writes] = ([], [])
-        ahead: dict[int, _Pending] = {}
+        ahead: dict[int, Pending] = {}
         damaged: list[int] = []
         try:
             async with self._choosing.get():
                 # the step is taken in turn too: until then the reads before it choose for it
-                step = None if planner is None else planner.match(indices)
-                if planner is not None and step is not None:
-                    planner.consume(step)
-                    self._now = max(self._now, step)
+                matched = self._plans.match(indices)
+                if matched is not None:
+                    stream, step = matched
+                    stream.planner.consume(step)
+                    self._now = max(self._now, stream.time(step))
+                    if stream.finished:  # its last step: the stream ends, its plan goes
+                        self._plans.remove(stream)
                 await self._classify(source, indices, found, waits, on_disk, need, claimed)
-                turn = _Turn()
+                turn = Turn()
                 for unit in list(found):
                     if unit in self._ahead:
                         self._use_ahead(unit, *writes)
                         await turn.pause_if_due()
-                if planner is not None and step is not None:
+                if stream is not None:
                     self._tally.planned_batches += 1
-                    await self._ahead_of(source, planner, step, set(need), ahead, writes)
+                    await self._ahead_of(source, stream, step, set(need), ahead, writes)
             if (
-                planner is not None
-                and step is not None
-                and planner.planned_until - step <= self.lookahead_steps + self.window_steps
+                stream is not None
+                and stream.planner.planned_until - step <= self.lookahead_steps + self.window_steps
             ):
-                await self._extend(planner)
+                await self._extend(stream)
             # a failure is raised as itself, never in an exception group: the same errors
             # reach the user with and without a cache (the fetch's first)
             failures: list[Exception] = []
             async with anyio.create_task_group() as group:
-                if planner is not None and planner.wanted_window() is not None:
-                    group.start_soon(_noting, failures, self._extend, planner)
+                for each in self._plans if stream is None else [stream]:
+                    if each.planner.wanted_window() is not None:
+                        group.start_soon(noting, failures, self._extend, each)
                 if on_disk:
-                    group.start_soon(_noting, failures, self._read_disk, on_disk, found, damaged)
+                    group.start_soon(noting, failures, self._read_disk, on_disk, found, damaged)
                 if claimed or ahead:
                     try:
                         await self._fetch(source, claimed, ahead, found)
@@ -361,14 +377,14 @@ class KnownFutureCache:
             if failures:
                 raise failures[0]
             if damaged:
-                again: dict[int, _Pending] = {}
+                again: dict[int, Pending] = {}
                 for unit in damaged:
                     self._claim(source, unit, again, found)
                 await self._fetch(source, again, {}, found)
             for unit, pending in waits.items():
                 await pending.wait()
                 if pending.data is None:  # the read that carried it failed: read it here
-                    retry: dict[int, _Pending] = {}
+                    retry: dict[int, Pending] = {}
                     self._claim(source, unit, retry, found)
                     await self._fetch(source, retry, {}, found)
                 else:
@@ -388,14 +404,14 @@ class KnownFutureCache:
         source: RangeSource,
         indices: Sequence[int],
         found: dict[int, bytes],
-        waits: dict[int, _Pending],
+        waits: dict[int, Pending],
         on_disk: dict[int, Path],
         need: list[int],
-        claimed: dict[int, _Pending],
+        claimed: dict[int, Pending],
     ) -> None:
         """Sort a batch's samples: held in memory, on disk, on their way, or to read."""
         tally = self._tally
-        turn = _Turn()
+        turn = Turn()
         for unit in dict.fromkeys(int(i) for i in indices):
             if await turn.pause_if_due() and unit in self._pending:
                 tally.hits += 1  # on its way since the pause
@@ -482,10 +498,10 @@ class KnownFutureCache:
     async def _ahead_of(
         self,
         source: RangeSource,
-        planner: HorizonPlanner,
+        stream: PlannedStream,
         step: int,
         need: set[int],
-        chosen: dict[int, _Pending],
+        chosen: dict[int, Pending],
         writes: tuple[list[Path], _Writes],
     ) -> None:
         """Samples to read with step ``step``'s: whole runs of shards, soonest needed first.
@@ -498,9 +514,11 @@ class KnownFutureCache:
         furthest first). A run that finds no room waits for a later step, unless its step is
         at most ``URGENT_STEPS`` away: then it is halved around its sample until it fits.
         Chosen samples are marked on their way at once (``chosen``), and the
-        choice yields to the event loop every ``YIELD_SECONDS``.
+        choice yields to the event loop every ``YIELD_SECONDS``. Steps are ``stream``'s;
+        next uses are on the cache's clock (``stream.time``).
         """
         budget = ReadBudget(self.readahead_bytes - self.memory.reserved)
+        planner = stream.planner
 
         def free(unit: int) -> bool:
             return not self._holds(unit) and unit not in self._pending and unit not in need
@@ -509,7 +527,7 @@ class KnownFutureCache:
             sizes = [_size(source, u) for u in run]
             if not budget.take_all(sizes):
                 return False
-            if self._make_room(sum(sizes), later, planner, *writes):
+            if self._make_room(sum(sizes), later, stream, *writes):
                 return True
             budget.give_back(sum(sizes))
             return False
@@ -518,7 +536,7 @@ class KnownFutureCache:
             for member in run:
                 size = _size(source, member)
                 if size and free(member):  # an empty sample needs no read
-                    pending = chosen[member] = self._pending[member] = _Pending(size)
+                    pending = chosen[member] = self._pending[member] = Pending(size)
                     pending.reserved = True  # room made for it (see room)
                     self._pending_bytes += size
                 else:
@@ -528,9 +546,9 @@ class KnownFutureCache:
         reach = step + max(self.fill_steps, self.lookahead_steps)
 
         def limit(later: int) -> int:  # a run grows over what this epoch reads soon
-            return min(reach, planner.epoch_end(later) - 1)
+            return stream.time(min(reach, planner.epoch_end(later) - 1))
 
-        turn = _Turn()
+        turn = Turn()
         for unit in sorted(need):  # a miss brings its run of neighbours needed soon
             run = await self._run(source, unit, limit(step), free, turn)
             run = [u for u in run if u != unit and free(u)]  # others may have chosen some
@@ -562,7 +580,7 @@ class KnownFutureCache:
         self,
         size: int,
         step: int,
-        planner: HorizonPlanner,
+        stream: PlannedStream,
         deletes: list[Path],
         writes: _Writes,
     ) -> bool:
@@ -572,7 +590,8 @@ class KnownFutureCache:
         if it admits them): those the plan reads next in a later epoch, and those it does
         not read again that a step of this epoch already used.
         """
-        end = planner.epoch_end(step)
+        planner = stream.planner
+        end = stream.time(planner.epoch_end(step))
         victims = self.memory.room_for(size, end - 1, used_since=end - planner.steps_per_epoch)
         if victims is None:
             return False
@@ -588,7 +607,7 @@ class KnownFutureCache:
                 self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
 
     async def _run(
-        self, source: RangeSource, unit: int, limit: int, free: Any, turn: _Turn
+        self, source: RangeSource, unit: int, limit: int, free: Any, turn: Turn
     ) -> list[int]:
         """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
         key, start, end = source.span_of(unit)
@@ -616,7 +635,7 @@ class KnownFutureCache:
         self, source: RangeSource, units: list[int]
     ) -> list[tuple[ByteRange, list[int]]]:
         """Runs of ``units`` merged into requests: only non-sample bytes between them."""
-        turn = _Turn()
+        turn = Turn()
         spans = []
         for unit in units:
             spans.append((source.span_of(unit), unit))
@@ -639,21 +658,21 @@ class KnownFutureCache:
         return merged
 
     def _claim(
-        self, source: RangeSource, unit: int, claimed: dict[int, _Pending], found: dict[int, bytes]
+        self, source: RangeSource, unit: int, claimed: dict[int, Pending], found: dict[int, bytes]
     ) -> None:
         """Mark ``unit`` on its way for this batch (an empty sample is found at once)."""
         _, start, end = source.span_of(unit)
         if start == end:
             found[unit] = b""
             return
-        claimed[unit] = self._pending[unit] = _Pending(end - start)
+        claimed[unit] = self._pending[unit] = Pending(end - start)
         self._pending_bytes += end - start
 
     async def _fetch(
         self,
         source: RangeSource,
-        need: dict[int, _Pending],
-        ahead: dict[int, _Pending],
+        need: dict[int, Pending],
+        ahead: dict[int, Pending],
         found: dict[int, bytes],
     ) -> None:
         """Read ``need`` (for this batch) and ``ahead``, both already marked on their way."""
@@ -669,7 +688,7 @@ class KnownFutureCache:
             tally.requests += 1
             tally.bytes_fetched += len(data)
             carried = 0
-            turn = _Turn()
+            turn = Turn()
             for unit in members:
                 await turn.pause_if_due()
                 _, begin, stop = source.span_of(unit)
@@ -700,7 +719,7 @@ class KnownFutureCache:
                 with anyio.CancelScope(shield=True):
                     await self._run_disk_job(deletes, writes)
 
-    def _release(self, unit: int, pending: _Pending) -> None:
+    def _release(self, unit: int, pending: Pending) -> None:
         """The read of ``unit`` ended; waiters of a failed read see None and read it again."""
         if self._pending.get(unit) is pending:
             del self._pending[unit]
@@ -713,7 +732,7 @@ class KnownFutureCache:
     async def _keep(
         self,
         arrived: dict[int, bytes],
-        owned: dict[int, _Pending],
+        owned: dict[int, Pending],
         demanded: set[int],
         deletes: list[Path],
         writes: _Writes,
@@ -721,7 +740,7 @@ class KnownFutureCache:
         """Samples used now go to a tier if admitted; samples read ahead to the buffer."""
         tally = self._tally
         now = time.monotonic()
-        turn = _Turn()
+        turn = Turn()
         ordered = []
         for unit in arrived:
             ordered.append((self._next_use(unit), unit))
@@ -868,7 +887,8 @@ class KnownFutureCache:
             disk_degraded=disk is not None and disk.degraded,
             entries=len(memory) if disk is None else len(memory.sizes.keys() | disk.sizes.keys()),
             mean_prefetch_lead_seconds=lead,
-            planner_bytes=0 if self._planner is None else self._planner.nbytes,
+            planner_bytes=self._plans.nbytes,
+            planned_streams=len(self._plans),
         )
 
     def __repr__(self) -> str:
@@ -877,34 +897,6 @@ class KnownFutureCache:
             f"KnownFutureCache(max_bytes={self.max_bytes}{disk}, policy={self.policy!r}, "
             f"lookahead_steps={self.lookahead_steps})"
         )
-
-
-async def _noting(
-    failures: list[Exception], work: Callable[..., Awaitable[object]], *args: Any
-) -> None:
-    """Await ``work(*args)``; an ``Exception`` it raises is noted in ``failures`` instead
-    of raised, so that no task group wraps it."""
-    try:
-        await work(*args)
-    except Exception as error:
-        failures.append(error)
-
-
-class _Turn:
-    """Yields to the event loop once ``YIELD_SECONDS`` have passed since the last yield."""
-
-    __slots__ = ("_since",)
-
-    def __init__(self) -> None:
-        self._since = time.perf_counter()
-
-    async def pause_if_due(self) -> bool:
-        """Yield if due; True when it did (the world may have changed meanwhile)."""
-        if time.perf_counter() - self._since < YIELD_SECONDS:
-            return False
-        await anyio.lowlevel.checkpoint()
-        self._since = time.perf_counter()
-        return True
 
 
 def _fitting(run: list[int], unit: int, room: Callable[[list[int]], bool]) -> list[int]:

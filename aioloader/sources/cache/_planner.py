@@ -224,6 +224,11 @@ class HorizonPlanner:
             position += 1
         return NEVER
 
+    def known_units(self) -> list[int]:
+        """The distinct dataset indices of the horizon held, in order."""
+        horizon = self._horizon
+        return [] if horizon is None else list(dict.fromkeys(horizon.index_list))
+
     def match(self, indices: Sequence[int]) -> int | None:
         """The earliest unread step whose batch is ``indices``, or None."""
         horizon = self._horizon

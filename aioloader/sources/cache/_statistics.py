@@ -50,7 +50,9 @@ class CacheStatistics:
         prefetch_hits: Batch reads served by an entry read ahead for them.
         mean_prefetch_lead_seconds: Mean time from a read-ahead entry's arrival to its use.
         planned_batches: Batches recognised as a step of the plan.
-        planner_bytes: Bytes of the planner's arrays now.
+        planner_bytes: Bytes of the planners' arrays now.
+        planned_streams: Streams whose plans the cache holds now (one per stream that
+            started and has not ended).
     """
 
     hits: int
@@ -83,6 +85,7 @@ class CacheStatistics:
     mean_prefetch_lead_seconds: float
     planned_batches: int
     planner_bytes: int
+    planned_streams: int = 0
 
     @property
     def hit_rate(self) -> float:
