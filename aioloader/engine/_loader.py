@@ -66,7 +66,9 @@ class LoaderStatistics:
 
     ``samples_skipped`` counts the samples that failed and were replaced under
     ``on_error``; ``skipped`` keeps the first ``MAX_SKIPPED_KEPT`` of them (step, slot,
-    index, reason).
+    index, reason). ``executor`` is what builds the next steps (``"thread"`` or
+    ``"process"``); with ``workers="auto"``, ``executor_switches`` counts its changes and
+    ``processes_refused`` says why it stays on threads when processes cannot be used.
     """
 
     batches_delivered: int
@@ -84,6 +86,9 @@ class LoaderStatistics:
     decisions: tuple[Decision, ...] = ()
     samples_skipped: int = 0
     skipped: tuple[SkippedSample, ...] = ()
+    executor: str = "thread"
+    executor_switches: int = 0
+    processes_refused: str | None = None
 
     @property
     def mean_wait_per_batch(self) -> float:
@@ -295,12 +300,13 @@ class DataLoader(Generic[SampleT, BatchT]):
             )
         attributes["autotune"] = settings if self._tuner is not None else None
         self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
-        self._worker_pool = WorkerPool(
-            self.workers,
+        auto_processes = self._tuner.rule.processes if self._tuner is not None else 0
+        self._worker_pool = WorkerPool(  # auto: the processes it may move to, kept once started
+            auto_processes or self.workers,
             transform,
             build_collator,
-            persistent=self.persistent_workers,
-            reader=sync_getter(dataset) if executor == "process" else None,
+            persistent=self.persistent_workers or auto_processes > 0,
+            reader=sync_getter(dataset) if executor == "process" or auto_processes else None,
         )
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -471,6 +477,9 @@ class DataLoader(Generic[SampleT, BatchT]):
         stats = self._counters
         running = stats.running
         latest = self._latest
+        tuner = self._tuner
+        executor = self.executor if tuner is None else tuner.knobs.executor
+        switches = sum(d.knob == "processes" for d in tuner.decisions) if tuner else 0
         ring = latest.ring.statistics() if latest is not None else None
         in_flight = sum(work.bound.in_flight for work in running)
         peak = max((work.bound.peak for work in (*running, latest) if work), default=0)
@@ -491,6 +500,9 @@ class DataLoader(Generic[SampleT, BatchT]):
             decisions=tuple(self._tuner.decisions) if self._tuner is not None else (),
             samples_skipped=stats.samples_skipped,
             skipped=tuple(stats.skipped),
+            executor=executor,
+            executor_switches=switches,
+            processes_refused=tuner.processes_refused if tuner is not None else None,
         )
 
     def __repr__(self) -> str:

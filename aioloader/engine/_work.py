@@ -109,6 +109,8 @@ class StreamWork(Generic[BatchT]):
         self._builders: anyio.abc.TaskGroup | None = None  # where retune adds builders
         self._builder_count = 0
         self._processes: ProcessBuilders | None = None
+        self._use_processes = config.executor == "process"  # auto: the tuner's choice
+        self._acquiring: anyio.Lock | None = None  # auto: one step starts the processes
         self._read: BatchReader | None = None
         self._read_one = make_sample_reader(config.dataset)
         ahead = config.prefetch if tuner is None else tuner.bounds.prefetch
@@ -163,10 +165,11 @@ class StreamWork(Generic[BatchT]):
 
     def retune(self, knobs: Knobs) -> None:
         """Apply the tuner's ``knobs``: build threads (none: build inline), a deeper ring,
-        more reads."""
+        more reads, and the executor (from the next step that starts)."""
         if self._threads is not None:
             self._inline = knobs.workers == 0
             self._threads.resize(max(1, knobs.workers))
+        self._use_processes = knobs.processes > 0 and self._pool is not None
         self.ring.deepen(knobs.prefetch)
         self.bound.raise_limit(knobs.reads)
         self._add_builders(knobs.prefetch)
@@ -201,6 +204,7 @@ class StreamWork(Generic[BatchT]):
     def _prepare(self) -> None:
         if self._ended is None:
             self._ended = anyio.Event()
+            self._acquiring = anyio.Lock()
             self._scope = anyio.CancelScope()
             if self._cancelled:
                 self._scope.cancel()
@@ -217,6 +221,7 @@ class StreamWork(Generic[BatchT]):
         tuner = self.tuner
         if tuner is not None:
             tuner.begin(self._start)
+            self._use_processes = tuner.knobs.processes > 0 and self._pool is not None
         assert self._scope is not None
         try:
             with self._scope:
@@ -306,12 +311,56 @@ class StreamWork(Generic[BatchT]):
             group.start_soon(anyio.to_thread.run_sync, _backend.load)
 
     async def _build_step(self, step: int, group: anyio.abc.TaskGroup) -> BatchT:
+        """Build ``step`` where the executor in use when it starts says: a switch of
+        ``workers="auto"`` applies from the next step to start, a step never moves.
+
+        With auto, a step that fails in a process is built again on threads: when threads
+        build it, the processes cannot (say, its samples do not pickle) and auto stays on
+        threads; when threads fail too, the step's own error is delivered.
+        """
+        if self.tuner is None:
+            return await self._build_on(step, group, self._processes)
+        processes = await self._auto_processes(step)
+        if processes is None:
+            return await self._build_on(step, group, None)
+        try:
+            return await self._build_on(step, group, processes)
+        except Exception as error:
+            batch = await self._build_on(step, group, None)
+            if isinstance(batch, Unbuilt):
+                batch = self.build_now(batch)
+            self._refuse_processes(step, error)
+            return batch
+
+    async def _auto_processes(self, step: int) -> ProcessBuilders | None:
+        """``workers="auto"``: the worker processes while the tuner has chosen them (the
+        first step that needs them starts them), else None."""
+        if not self._use_processes:
+            return None
+        if self._processes is None:
+            assert self._acquiring is not None
+            assert self._pool is not None
+            async with self._acquiring:
+                if self._processes is None and self._use_processes:
+                    try:
+                        self._processes = await self._pool.acquire()
+                    except Exception as error:  # the transform does not pickle, say
+                        self._refuse_processes(step, error)
+        return self._processes if self._use_processes else None
+
+    def _refuse_processes(self, step: int, error: BaseException) -> None:
+        self._use_processes = False
+        assert self.tuner is not None
+        self.tuner.refuse_processes(step, f"{type(error).__name__}: {error}")
+
+    async def _build_on(
+        self, step: int, group: anyio.abc.TaskGroup, processes: ProcessBuilders | None
+    ) -> BatchT:
         config = self.config
         stats = self.counters
         self._load_kernels_beside()
         plan = await self._plan(step)
         clock = config.clock
-        processes = self._processes
         policy = config.on_error
         if processes is not None and processes.reads_in_workers and policy is None:
             # only the plan goes (with a bad-sample policy the parent reads, to repair)
@@ -335,7 +384,7 @@ class StreamWork(Generic[BatchT]):
             return cast(BatchT, Unbuilt(plan, samples))
         while True:
             try:
-                batch = await self._build(plan, samples)
+                batch = await self._build(plan, samples, processes)
             except Exception as error:
                 slot = getattr(error, TRANSFORM_SLOT, None)
                 if repairs is None or not isinstance(slot, int):
@@ -347,24 +396,22 @@ class StreamWork(Generic[BatchT]):
         stats.batches_built += 1
         return cast(BatchT, batch)
 
-    async def _build(self, plan: BatchPlan, samples: list[Any]) -> Any:
+    async def _build(
+        self, plan: BatchPlan, samples: list[Any], processes: ProcessBuilders | None
+    ) -> Any:
         config = self.config
-        if self._processes is not None:
-            return await self._processes.build(plan, samples)
+        if processes is not None:
+            return await processes.build(plan, samples)
         if self._threads is None or self._inline:  # with a bad-sample policy: on the loop
             with _backend.loading_elsewhere():
                 return build_batch(
                     plan, samples, config.transform, config.collator, config.takes_rng
                 )
-        return await self._threads.run(
-            build_batch,
-            plan,
-            samples,
-            config.transform,
-            config.collator,
-            config.takes_rng,
-            discard=release_batch,
-        )
+        args = (plan, samples, config.transform, config.collator, config.takes_rng)
+        if self.tuner is not None:  # auto: every build on a thread is timed
+            meter = self.tuner.meter
+            return await self._threads.run(meter.timed, build_batch, *args, discard=release_batch)
+        return await self._threads.run(build_batch, *args, discard=release_batch)
 
     async def _read_repaired(
         self, plan: BatchPlan, group: anyio.abc.TaskGroup, repairs: StepRepairs

@@ -1,7 +1,9 @@
 """workers="auto" / prefetch="auto": batches never change, decisions react to the load.
 
 The measurements run on an injected clock that only the test's dataset, transform and
-"training" advance, so every decision falls at the same step on every backend.
+"training" advance, so every decision falls at the same step on every backend. They tune
+threads, ring and reads only (``processes=False``): test_autotune_executor.py covers the
+executor.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ class SlowAfterDataset:
 
 async def test_auto_batches_equal_fixed_settings_while_knobs_change() -> None:
     clock = TickingClock()
-    tune = AutoTune(max_workers=4, max_prefetch=16, max_inflight_reads=8, every=1, clock=clock)
+    tune = AutoTune(
+        max_workers=4, max_prefetch=16, max_inflight_reads=8, every=1, clock=clock, processes=False
+    )
     loader = make_loader(workers="auto", prefetch="auto", max_inflight_reads=2, autotune=tune)
     assert (loader.workers, loader.prefetch) == (4, 8)  # the most threads, 2 steps each
     batches = await collect(loader, 3, 80)
@@ -85,7 +89,7 @@ async def test_auto_batches_equal_fixed_settings_while_knobs_change() -> None:
 async def test_slow_reads_after_step_k_deepen_the_ring() -> None:
     clock = FakeClock()
     dataset = SlowAfterDataset(clock, cost=1.0)
-    tune = AutoTune(max_prefetch=8, every=4, clock=clock)
+    tune = AutoTune(max_prefetch=8, every=4, clock=clock, processes=False)
     loader = make_loader(dataset=dataset, workers=0, prefetch="auto", autotune=tune)
     got = []
     async with loader.stream(0, 24) as batches:
@@ -120,7 +124,9 @@ def gil_like_loader(clock: FakeClock, in_thread: float, max_workers: int) -> Dat
         transform=transform,
         workers="auto",
         prefetch=1,
-        autotune=AutoTune(max_workers=max_workers, every=4, wait_share=0.0, clock=clock),
+        autotune=AutoTune(
+            max_workers=max_workers, every=4, wait_share=0.0, clock=clock, processes=False
+        ),
     )
 
 
@@ -168,7 +174,7 @@ async def test_builds_faster_in_threads_keep_threads() -> None:
 
 async def test_tuned_knobs_carry_into_the_next_stream() -> None:
     clock = TickingClock()
-    tune = AutoTune(max_workers=2, max_prefetch=4, every=1, clock=clock)
+    tune = AutoTune(max_workers=2, max_prefetch=4, every=1, clock=clock, processes=False)
     loader = make_loader(workers="auto", prefetch="auto", autotune=tune)
     await collect(loader, 0, 16)
     first = loader.statistics()
@@ -190,7 +196,9 @@ async def test_tuned_knobs_carry_into_the_next_stream() -> None:
 
 
 async def test_windows_shorter_than_min_window_are_never_judged() -> None:
-    tune = AutoTune(max_workers=2, every=1, min_window=3600.0, clock=TickingClock())
+    tune = AutoTune(
+        max_workers=2, every=1, min_window=3600.0, clock=TickingClock(), processes=False
+    )
     loader = make_loader(workers="auto", prefetch="auto", autotune=tune)
     assert digests(await collect(loader, 0, 24)) == reference_digests(37, 5, 0, 24)
     assert loader.statistics().decisions == ()
