@@ -8,6 +8,10 @@ array that is dropped without ``release`` is simply garbage collected (a later m
 Batches built from pooled buffers derive from ``PooledBatch``: ``release()`` (or leaving
 ``with batch:``) returns their buffers and recycles their internal state object; any field
 read after that raises ``BufferReleasedError`` instead of showing a newer batch's data.
+``PooledBatch.export(array)`` gives a view that keeps the batch's buffers out of the pool,
+even after ``release()``, until the view is garbage-collected: the interop modules hand
+such views to torch (``torch.from_numpy`` keeps its array alive as long as any tensor
+shares the memory), so a tensor the user keeps is never overwritten by a later batch.
 """
 
 from __future__ import annotations
@@ -258,10 +262,12 @@ class PooledBatch(Generic[StateT]):
     every field read, while its state object and buffers serve later batches.
     """
 
-    __slots__ = ("_state",)
+    __slots__ = ("_exports", "_held", "_state")
 
     def __init__(self, state: StateT) -> None:
         self._state: StateT | None = state
+        self._exports = 0
+        self._held: tuple[BufferPool | None, tuple[npt.NDArray[Any], ...]] | None = None
 
     def live_state(self) -> StateT:
         """The state behind the fields; ``BufferReleasedError`` once released."""
@@ -279,18 +285,59 @@ class PooledBatch(Generic[StateT]):
         return self._state is None
 
     def release(self) -> None:
-        """Return the buffers to the pool and recycle the state object; idempotent."""
+        """Return the buffers to the pool and recycle the state object; idempotent.
+
+        Buffers that an exported view still shares (``export``) go back only once the
+        last such view is garbage-collected.
+        """
         with _RELEASE_LOCK:
             state = self._state
             if state is None:
                 return
             self._state = None
-        pool, buffers = state.pool, state.buffers
+            pool, buffers = state.pool, state.buffers
+            deferred = self._exports > 0
+            if deferred:
+                self._held = (pool, buffers)
         state.clear()
         if pool is not None:
-            for buffer in buffers:
-                pool.release(buffer)
+            if not deferred:
+                for buffer in buffers:
+                    pool.release(buffer)
             pool.recycle(state)
+
+    def export(self, array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """A new view of ``array`` (one of this batch's fields) that keeps the batch valid.
+
+        Until the view is garbage-collected, ``release()`` keeps the batch's buffers out
+        of its pool, so no later batch is built into the memory the view shows. Give the
+        view to code that holds on to it while it reads the memory, as
+        ``torch.from_numpy`` does for every tensor that shares it.
+
+        >>> batch = PooledBatch(BatchState())
+        >>> view = batch.export(np.zeros(3))
+        >>> batch.release()   # the view still reads its own bytes
+        >>> view.tolist()
+        [0.0, 0.0, 0.0]
+        """
+        self.live_state()
+        view: npt.NDArray[Any] = array.view()
+        with _RELEASE_LOCK:
+            self._exports += 1
+        weakref.finalize(view, self._export_collected).atexit = False
+        return view
+
+    def _export_collected(self) -> None:
+        with _RELEASE_LOCK:
+            self._exports -= 1
+            held = self._held if self._exports == 0 else None
+            if held is not None:
+                self._held = None
+        if held is not None:
+            pool, buffers = held
+            if pool is not None:
+                for buffer in buffers:
+                    pool.release(buffer)
 
     def __enter__(self: _B) -> _B:
         self.live_state()

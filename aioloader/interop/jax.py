@@ -23,6 +23,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from ..core._check import as_int
+from ._device_stream import DeviceStream
+from ._jax_device import JaxDevice
 from ._walk import map_batch
 
 Leaf = Callable[[Any], Any]
@@ -60,6 +62,27 @@ def to_jax(batch: Any, device: jax.Device | Sharding | None = None) -> Any:
         return jax.device_put(value, device)
 
     return _convert(batch, put)
+
+
+def to_device_stream(
+    batches: Any, device: jax.Device | Sharding | None = None, *, depth: int = 2
+) -> DeviceStream:
+    """Batches of ``batches`` as ``jax.Array`` on ``device``: ``for`` or ``async for``.
+
+    ``for batch in to_device_stream(loader.iter_sync()): ...`` (or ``async for`` over an
+    async iterable). The path of ``aioloader.interop.torch.to_device_stream``: each array
+    is written into a host staging buffer reused once the arrays put from it are ready,
+    ``jax.device_put`` moves it, up to ``depth`` batches ahead, and a batch is handed over
+    once its arrays are ready; the host batch is released as soon as it is staged. A pooled
+    batch becomes a dict of its fields. The arrays never change afterwards (on CPU jax a
+    staging buffer that an array keeps as its own memory is never reused).
+
+    Args:
+        batches: an iterable or async iterable of batches.
+        device: a ``jax.Device`` or a sharding (default: jax's default device).
+        depth: batches in flight at most (>= 1).
+    """
+    return DeviceStream(batches, JaxDevice(device), depth=depth)
 
 
 def batch_sharding(mesh: Mesh, batch_axes: str | Sequence[str] | None = None) -> NamedSharding:
@@ -181,4 +204,4 @@ def to_global_array(
     return _convert(local, assemble)
 
 
-__all__ = ("batch_sharding", "to_global_array", "to_jax")
+__all__ = ("batch_sharding", "to_device_stream", "to_global_array", "to_jax")

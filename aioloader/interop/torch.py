@@ -10,7 +10,6 @@ True
 
 from __future__ import annotations
 
-import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,9 @@ import torch
 import torch.utils.data
 
 from ..core._check import u64
+from ._device_stream import DeviceStream
+from ._torch_device import TorchDevice
+from ._walk import TensorBatch as TensorBatch
 from ._walk import map_batch
 
 
@@ -28,16 +30,6 @@ def _array_to_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
     if not array.flags.writeable or any(stride < 0 for stride in array.strides):
         array = np.array(array, copy=True)
     return torch.from_numpy(array)
-
-
-class TensorBatch(types.SimpleNamespace):
-    """The fields of an aioloader batch (``ImageBatch``, ``PaddedBatch``...) as tensors.
-
-    Fields read as attributes (``batch.images``) or items (``batch["images"]``).
-    """
-
-    def __getitem__(self, name: str) -> Any:
-        return getattr(self, name)
 
 
 def _convert(obj: Any, leaf: Any) -> Any:
@@ -50,8 +42,9 @@ def _convert(obj: Any, leaf: Any) -> Any:
             return leaf(_array_to_tensor(np.array(value)))
         return None
 
-    # a pooled batch: its tensors share (and keep alive) its buffers
-    return map_batch(obj, convert_leaf, lambda fields: TensorBatch(**fields))
+    # a pooled batch: its tensors share its buffers through exported views, which keep
+    # the buffers out of the pool (even after release) until every such tensor is gone
+    return map_batch(obj, convert_leaf, lambda fields: TensorBatch(**fields), share=True)
 
 
 def _same(tensor: torch.Tensor) -> torch.Tensor:
@@ -62,8 +55,10 @@ def to_torch(batch: Any) -> Any:
     """``batch`` with every numpy array replaced by a tensor that shares its memory.
 
     An aioloader batch (``ImageBatch`` and the other pooled batches) becomes a
-    ``TensorBatch`` whose tensors share the batch's buffers: do not ``release()`` the
-    batch while they are in use (without a release its buffers are simply freed with them).
+    ``TensorBatch`` whose tensors share the batch's buffers. They stay valid after
+    ``release()``: the buffers go back to the pool only once every tensor that shares
+    them (views and slices included) has been garbage-collected, so no later batch is
+    ever built into them.
 
     Walks dataclasses (rebuilt with ``dataclasses.replace``), dicts, tuples, namedtuples
     and lists; numpy scalars become 0-d tensors; anything else is kept as it is. Arrays
@@ -113,6 +108,39 @@ def to_device(
         return tensor.to(target, non_blocking=non_blocking)
 
     return _convert(batch, move)
+
+
+def to_device_stream(
+    batches: Any, device: torch.device | str | int, *, depth: int = 2
+) -> DeviceStream:
+    """Batches of ``batches`` as tensors on ``device``: ``for`` or ``async for`` over it.
+
+    One line feeds an accelerator::
+
+        for batch in to_device_stream(loader.iter_sync(), "cuda"): ...
+        async for batch in to_device_stream(loader, "cuda"): ...
+
+    Each numpy array is written into a pooled page-locked staging buffer (one per
+    ``(shape, dtype)``, reused batch after batch), or read in place when it lies in a
+    process worker's shared memory (registered with ``cudaHostRegister`` once per mapping
+    and unregistered at ``close()``). Copies run on a side CUDA stream while the consumer
+    computes, up to ``depth`` batches ahead; a batch is handed over once its copy has
+    completed, and the consumer's current stream is ordered after it. The host batch is
+    released as soon as its bytes are staged. Tensors handed over are new allocations:
+    nothing overwrites them. A pooled batch becomes a ``TensorBatch``; containers are kept
+    as ``to_torch`` keeps them.
+
+    ``device="cpu"`` runs the same path on the CPU (fresh tensors, no pinning, no streams).
+
+    Args:
+        batches: an iterable (``for``) or async iterable (``async for``) of batches.
+        device: ``"cuda"``, ``"cuda:N"``, a ``torch.device``, or ``"cpu"``.
+        depth: batches in flight at most (>= 1).
+
+    Raises:
+        RuntimeError: ``device`` is CUDA and torch finds none.
+    """
+    return DeviceStream(batches, TorchDevice(device), depth=depth)
 
 
 class TorchIterableDataset(torch.utils.data.IterableDataset[Any]):
@@ -179,4 +207,4 @@ class TorchIterableDataset(torch.utils.data.IterableDataset[Any]):
         return max(0, self.stop - start)
 
 
-__all__ = ("TensorBatch", "TorchIterableDataset", "to_device", "to_torch")
+__all__ = ("TensorBatch", "TorchIterableDataset", "to_device", "to_device_stream", "to_torch")
