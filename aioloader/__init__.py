@@ -50,6 +50,7 @@ from .core import SequentialSampler as SequentialSampler
 from .core import ShuffledSampler as ShuffledSampler
 from .core import TreeBatch as TreeBatch
 from .core import TreeCollator as TreeCollator
+from .core import WeightedRandomSampler as WeightedRandomSampler
 from .core import default_collate as default_collate
 from .core import load_kernels as load_kernels
 from .core import takes_plan as takes_plan
@@ -139,6 +140,7 @@ __all__ = (
     "TarShards",
     "TreeBatch",
     "TreeCollator",
+    "WeightedRandomSampler",
     "WorkerDiedError",
     "decode_bytes",
     "decode_npy",

@@ -65,6 +65,7 @@ from ._streams import RngStream as RngStream
 from ._tree import TreeBatch as TreeBatch
 from ._tree import TreeCollator as TreeCollator
 from ._tree import default_collate as default_collate
+from ._weighted import WeightedRandomSampler as WeightedRandomSampler
 
 __all__ = (
     "BatchAugmentation",
@@ -101,6 +102,7 @@ __all__ = (
     "StepBatch",
     "TreeBatch",
     "TreeCollator",
+    "WeightedRandomSampler",
     "batch_normals",
     "batch_sizes_of",
     "crop_resize",

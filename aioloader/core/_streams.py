@@ -41,6 +41,8 @@ class RngStream(enum.IntEnum):
     """The block-shuffled sampler: the order of the shards in an epoch."""
     BLOCK_ITEM_ORDER = 106
     """The block-shuffled sampler: the order of the items within one block of shards."""
+    WEIGHTED = 107
+    """``WeightedRandomSampler``: every slot's draw, or every item's key without replacement."""
     RETRY_JITTER = 201
     """``RetryPolicy``: the random part of the wait between two attempts of a read."""
     SHUFFLE_BUFFER = 202

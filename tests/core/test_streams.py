@@ -17,6 +17,7 @@ def test_every_stream_id_is_pinned() -> None:
         "BUCKET_PLACE": 104,
         "BLOCK_SHARD_ORDER": 105,
         "BLOCK_ITEM_ORDER": 106,
+        "WEIGHTED": 107,
         "RETRY_JITTER": 201,
         "SHUFFLE_BUFFER": 202,
         "REPLACE_SAMPLE": 203,
