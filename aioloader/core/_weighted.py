@@ -87,10 +87,10 @@ class WeightedRandomSampler:
     ``i`` with ``cumsum(weights)[i] > u * total``, ``u`` the ``next_double`` of
     ``SampleRng(derive(seed, e, s, j, 107))``: nothing is planned per epoch. Without it,
     item ``i`` gets the key ``-ln(1 - d_i) / weights[i]``, ``d_i`` the ``i``-th (from 0)
-    ``next_double`` of ``SampleRng(derive(seed, e, 0, 0, 107))``, and the epoch is the ``num_samples`` items of
-    smallest key in increasing order of (key, index): each index at most once, weight-zero
-    items never. An epoch has ``num_samples // batch_size`` steps with ``drop_last``, else
-    ``ceil(num_samples / batch_size)``.
+    ``next_double`` of ``SampleRng(derive(seed, e, 0, 0, 107))``, and the epoch is the
+    ``num_samples`` items of smallest key in increasing order of (key, index): each index at
+    most once, weight-zero items never. An epoch has ``num_samples // batch_size`` steps
+    with ``drop_last``, else ``ceil(num_samples / batch_size)``.
 
     >>> sampler = WeightedRandomSampler([0.0, 1.0, 3.0], 4, 2)
     >>> sorted(set(sampler.indices(0, 0, 0).tolist()) | set(sampler.indices(0, 0, 1).tolist()))

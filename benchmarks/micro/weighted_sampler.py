@@ -52,6 +52,6 @@ if __name__ == "__main__":
         if replacement and options.whole:
             steps = sampler.steps_per_epoch
             _, whole, whole_mb = measured(
-                lambda s=sampler: [s.indices(0, 0, step) for step in range(steps)]
+                lambda s=sampler, t=steps: [s.indices(0, 0, step) for step in range(t)]
             )
             print(f"  every step of the epoch ({steps:,} steps): {whole:.3f} s {whole_mb:.0f} MB")
