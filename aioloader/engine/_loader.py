@@ -20,11 +20,14 @@ from ._autotune import AutoTune, AutoTuner
 from ._bad_samples import ErrorHandler, SkippedSample, check_on_error
 from ._build import SamplesOnlyCollator, Transform, collator_takes_plan, transform_takes_rng
 from ._config import LoaderConfig, LoaderCounters, ResumeCursor
+from ._epochs import Epochs
+from ._global_random import FirstBatchCheck
 from ._processes import ProcessStatistics
 from ._reads import describe_dataset_kind, sync_getter
 from ._ring import RingStatistics
 from ._state import check_state, describe_stream, stream_fingerprint
 from ._stream import BatchStream
+from ._torch_form import choose_form
 from ._work import StreamWork
 from ._worker_pool import WorkerPool
 
@@ -125,6 +128,11 @@ class DataLoader(Generic[SampleT, BatchT]):
     ``plan = plan_batch(sampler, seed, g)``: a pure function of ``(seed, g)``, whatever
     ``workers``, ``prefetch`` or the start step.
 
+    The torch form, ``DataLoader(dataset, batch_size=1, shuffle=False, sampler=None,
+    num_workers=0, collate_fn=None, drop_last=False, ...)`` with torch's names and defaults
+    (and ``seed``, default 0), builds this sampler form from them; every ``for`` over it
+    serves an epoch of its own, as torch's loader does (docs/from-torch.md has the table).
+
     The configuration (every argument below) is read-only after construction: build a
     new loader to change it. Only the resume cursor changes, through cursor-driven
     iteration and ``load_state_dict``.
@@ -166,6 +174,8 @@ class DataLoader(Generic[SampleT, BatchT]):
             as a pure function of ``(seed, step, slot, attempt)``; a callable
             ``on_error(error, index) -> sample | None`` returns the sample that takes the
             slot, or None to skip (docs/bad-samples.md).
+        **torch_args: the torch form's arguments (``batch_size``, ``shuffle``,
+            ``collate_fn``, ``num_workers``...), instead of ``sampler`` and ``collator``.
     """
 
     dataset: Any  # what the user passed (read-only after construction)
@@ -185,10 +195,10 @@ class DataLoader(Generic[SampleT, BatchT]):
     def __init__(
         self,
         dataset: Dataset[Any] | SyncDataset[Any],
-        sampler: Sampler,
-        collator: Collator[SampleT, BatchT] | Callable[[Sequence[SampleT]], BatchT],
+        sampler: Sampler | Any = None,
+        collator: Collator[SampleT, BatchT] | Callable[[Sequence[SampleT]], BatchT] | Any = None,
         *,
-        seed: int,
+        seed: int | None = None,
         transform: Transform | None = None,
         workers: int | str = 0,
         executor: str = "thread",
@@ -198,13 +208,32 @@ class DataLoader(Generic[SampleT, BatchT]):
         start_step: int = 0,
         autotune: AutoTune | None = None,
         on_error: OnError = "raise",
+        **torch_args: Any,
     ) -> None:
-        check_sampler(sampler)
+        form = choose_form(
+            dataset,
+            sampler,
+            collator,
+            seed,
+            torch_args,
+            {
+                "workers": workers,
+                "prefetch": prefetch,
+                "start_step": start_step,
+                "autotune": autotune,
+            },
+            executor=executor,
+            persistent_workers=persistent_workers,
+        )
+        sampler, collator, seed, workers = form.sampler, form.collator, form.seed, form.workers
+        prefetch, persistent_workers = form.prefetch, form.persistent_workers
+        check_sampler(sampler, needs_a_step=not form.torch)
         if not callable(collator):
             raise TypeError(f"collator must be callable but got {type(collator).__name__}")
         build_collator: Callable[..., Any] = collator
         if not collator_takes_plan(collator):
             build_collator = SamplesOnlyCollator(cast("Callable[[Sequence[Any]], Any]", collator))
+        first_batch = FirstBatchCheck(build_collator) if executor == "thread" else None
         if transform is not None and not callable(transform):
             raise TypeError(
                 f"transform must be callable or None but got {type(transform).__name__}"
@@ -255,7 +284,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         config = LoaderConfig(
             dataset=dataset,
             sampler=sampler,
-            collator=build_collator,
+            collator=build_collator if first_batch is None else first_batch,
             transform=transform,
             takes_rng=transform is not None and transform_takes_rng(transform),
             seed=checked_seed,
@@ -300,6 +329,8 @@ class DataLoader(Generic[SampleT, BatchT]):
             )
         attributes["autotune"] = settings if self._tuner is not None else None
         self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
+        self._epochs = Epochs(new_per_loop=form.torch, follows=form.epochs)
+        self._first_batch = first_batch  # checks the global generators around it
         auto_processes = self._tuner.rule.processes if self._tuner is not None else 0
         self._worker_pool = WorkerPool(  # auto: the processes it may move to, kept once started
             auto_processes or self.workers,
@@ -350,6 +381,8 @@ class DataLoader(Generic[SampleT, BatchT]):
         return self._open(first, last, moves_cursor=start is None)
 
     def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
+        if self._first_batch is not None:
+            self._first_batch.arm()
         work: StreamWork[BatchT] = StreamWork(
             self._config, self._counters, start, stop, self._worker_pool, self._tuner
         )
@@ -366,7 +399,19 @@ class DataLoader(Generic[SampleT, BatchT]):
         return self._open(self._cursor.step, end, moves_cursor=True)
 
     def __aiter__(self) -> BatchStream[BatchT]:
+        stop = self._epochs.begin_loop(self._cursor, self.steps_per_epoch)
+        if stop is not None:  # the torch form: a loop's epoch of its own
+            return self._open(self._cursor.step, stop, moves_cursor=True)
         return self.epoch()
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next ``for`` (or ``async for``) over the loader serves epoch ``epoch``.
+
+        As torch's ``DistributedSampler.set_epoch``: call it before each epoch's loop. The
+        loop starts at the epoch's first step, or goes on from the cursor when
+        ``load_state_dict`` put it inside that epoch (an exact resume).
+        """
+        self._epochs.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[BatchT]:
         """The rest of the cursor's epoch, for synchronous code (a portal thread).
@@ -384,6 +429,9 @@ class DataLoader(Generic[SampleT, BatchT]):
 
     def _sync_epoch_stop(self) -> int:
         """The end of the cursor's epoch, for a ``for`` loop about to take its first batch."""
+        stop = self._epochs.begin_loop(self._cursor, self.steps_per_epoch)
+        if stop is not None:  # the torch form: a loop's epoch of its own
+            return stop
         steps = self.steps_per_epoch
         step = self._cursor.step
         end = (step // steps + 1) * steps
@@ -471,6 +519,7 @@ class DataLoader(Generic[SampleT, BatchT]):
             check_stream=check_stream,
         )
         self._sync_epoch_end = None  # a resume mid-epoch is what the caller asked for
+        self._epochs.resumed()
 
     def statistics(self) -> LoaderStatistics:
         """Counters of the loader, with the ring of the latest stream."""
