@@ -58,6 +58,7 @@ from .core import takes_rng as takes_rng
 from .engine import AutoTune as AutoTune
 from .engine import BatchStream as BatchStream
 from .engine import DataLoader as DataLoader
+from .engine import GlobalRandomWarning as GlobalRandomWarning
 from .engine import LoaderStatistics as LoaderStatistics
 from .sources import CacheStatistics as CacheStatistics
 from .sources import KnownFutureCache as KnownFutureCache
@@ -109,6 +110,7 @@ __all__ = (
     "Dataset",
     "DistributedSampler",
     "GainOffset",
+    "GlobalRandomWarning",
     "ImageBatch",
     "ImageBatchCollator",
     "ImageFolder",

@@ -33,6 +33,7 @@ TOP_LEVEL = (
     "Dataset",
     "DistributedSampler",
     "GainOffset",
+    "GlobalRandomWarning",
     "ImageBatch",
     "ImageBatchCollator",
     "ImageFolder",
