@@ -74,16 +74,30 @@ def widen_pipe(fd: int) -> None:
 
 
 class Job:
-    """One step sent to a worker: the caller's wake-up call, then its batch or error."""
+    """One step sent to a worker: the caller's wake-up call, then its batch or error.
 
-    __slots__ = ("abandoned", "done", "error", "id", "result", "step", "wake")
+    ``planner`` (a job from ``submit``): the sender thread plans the step itself.
+    """
 
-    def __init__(self, job_id: int, step: int, wake: Callable[[], None]) -> None:
-        self.id, self.step, self.wake = job_id, step, wake
+    __slots__ = ("abandoned", "done", "error", "id", "planner", "result", "step", "wake")
+
+    def __init__(
+        self,
+        job_id: int,
+        step: int,
+        wake: Callable[[], None],
+        planner: Callable[[int], BatchPlan] | None = None,
+    ) -> None:
+        self.id, self.step, self.wake, self.planner = job_id, step, wake, planner
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
         self.abandoned = False
+
+    def hand_over(self) -> tuple[Any, BaseException | None]:
+        """The batch and the error, which the job no longer holds."""
+        result, error, self.result, self.error = self.result, self.error, None, None
+        return result, error
 
 
 class WorkerHandle:
@@ -283,26 +297,64 @@ class ProcessBuilders:
             with contextlib.suppress(RuntimeError):  # the loop has closed
                 call_soon(done.set)
 
+        job = self._queue(plan.global_step, wake, None, payload, raws)
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            self.abandon(job)
+            raise
+        result, failure = job.hand_over()
+        if failure is not None:
+            raise failure
+        return result
+
+    def submit(
+        self,
+        step: int,
+        planner: Callable[[int], BatchPlan],
+        done: Callable[[Any, BaseException | None], None],
+    ) -> Job:
+        """Build global ``step`` without the event loop (only when ``reads_in_workers``).
+
+        A worker's sender thread plans the step with ``planner(step)`` and sends the plan;
+        the worker reads and builds it. ``done(batch, error)`` runs in the collector thread
+        (in the sender's for a planning error), never after ``abandon(job)`` has returned
+        unless the job was already done. Raises LoaderClosedError after ``close`` and
+        WorkerDiedError when every worker has died.
+        """
+        if not self.reads_in_workers:
+            raise RuntimeError("submit needs reads_in_workers (a dataset the workers read)")
+
+        def wake() -> None:
+            done(*job.hand_over())
+
+        job = self._queue(step, wake, planner, b"", [])
+        return job
+
+    def _queue(
+        self,
+        step: int,
+        wake: Callable[[], None],
+        planner: Callable[[int], BatchPlan] | None,
+        payload: bytes,
+        raws: list[memoryview],
+    ) -> Job:
         with self._lock:
             if self._closed:
                 raise LoaderClosedError("these worker processes were closed")
             worker = self._pick_worker()
-            job = Job(self._next_job, plan.global_step, wake)
+            job = Job(self._next_job, step, wake, planner)
             self._next_job += 1
             worker.pending.append(job)
         worker.outbox.put((job, payload, raws))
-        try:
-            await done.wait()
-        except anyio.get_cancelled_exc_class():
-            with self._lock:
-                job.abandoned = True
-                result, job.result = job.result, None
-            release_batch(result)
-            raise
-        result, failure, job.result, job.error = job.result, job.error, None, None
-        if failure is not None:
-            raise failure
-        return result
+        return job
+
+    def abandon(self, job: Job) -> None:
+        """Nobody waits for ``job`` any more: its batch, now or when it comes, is released."""
+        with self._lock:
+            job.abandoned = True
+            result, job.result = job.result, None
+        release_batch(result)
 
     def _pick_worker(self) -> WorkerHandle:
         alive = [w for w in self._workers if w.alive]
@@ -326,6 +378,14 @@ class ProcessBuilders:
                 if item is None:
                     return
                 job, payload, raws = item
+                if job.planner is not None and not job.abandoned:
+                    try:
+                        payload = self._plan_payload(job.planner, job.step)
+                    except Exception as error:  # the step's error: no reply will come
+                        with self._lock, contextlib.suppress(ValueError):
+                            worker.pending.remove(job)
+                        self._complete(job, None, error)
+                        continue
                 with self._lock:
                     if job.abandoned:
                         # Cancelled before it left: never sent, so no reply to wait for.
@@ -346,6 +406,15 @@ class ProcessBuilders:
             worker.process.terminate()  # the collector sees the death and fails its steps
         finally:
             worker.jobs.close()
+
+    @staticmethod
+    def _plan_payload(planner: Callable[[int], BatchPlan], step: int) -> bytes:
+        try:
+            plan = planner(step)
+        except Exception as error:
+            add_note(error, f"aioloader: while planning global step {step}")
+            raise
+        return pickle.dumps((plan, None), protocol=5)
 
     # -- the collector thread ---------------------------------------------------------
     def _collect(self) -> None:

@@ -93,6 +93,7 @@ class PrefetchRing(Generic[T]):
         self._changed: anyio.Event | None = None
         self._receipts: Receipts | None = None
         self._lent = 0
+        self._on_take: Callable[[], None] | None = None
 
     def _notify(self) -> None:
         changed = self._changed
@@ -127,6 +128,11 @@ class PrefetchRing(Generic[T]):
         """Count every batch taken from now on as lent until ``receipts`` reports it
         received: the window stays ``depth`` steps past the consumer's batch."""
         self._receipts = receipts
+
+    def on_take(self, callback: Callable[[], None] | None) -> None:
+        """Call ``callback()`` after each batch taken, on the taking thread, before anyone is
+        woken (the engine's feed claims the step the take lets in without the loop)."""
+        self._on_take = callback
 
     def statistics(self) -> RingStatistics:
         """Current occupancy and cursors."""
@@ -214,6 +220,8 @@ class PrefetchRing(Generic[T]):
         self._next_to_take = step + 1
         if self._receipts is not None and outcome.error is None:
             self._lent += 1
+        if self._on_take is not None:
+            self._on_take()
         self._notify()
         if outcome.error is not None:
             self._stop = step + 1

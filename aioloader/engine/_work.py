@@ -31,6 +31,7 @@ from ._autotune import AutoTuner
 from ._bad_samples import StepRepairs
 from ._build import TRANSFORM_SLOT, build_batch
 from ._config import LoaderConfig, LoaderCounters
+from ._feed import StepFeed, feed_starter
 from ._plans import PlanAhead
 from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, add_slot_note, make_batch_reader, make_sample_reader
@@ -233,11 +234,15 @@ class StreamWork(Generic[BatchT]):
                     workers = max(1, workers)
                 if _backend.chosen() == "numba" and _backend.to_load():
                     await anyio.to_thread.run_sync(_backend.load)  # before the first step
-                if workers > 0 and config.executor == "thread":
-                    self._threads = BuildThreads(workers)
-                elif config.executor == "process":  # worker processes build whole steps
+                if config.executor == "process":  # worker processes build whole steps
                     assert self._pool is not None
                     self._processes = await self._pool.acquire()
+                # every part of a step off the loop: a take starts the next (engine/_feed.py)
+                starter = None
+                if tuner is None:
+                    starter = feed_starter(config, workers, self._processes)
+                if starter is None and workers > 0 and config.executor == "thread":
+                    self._threads = BuildThreads(workers)
                 self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
                 plan_reads = getattr(config.dataset, "plan_reads", None)
                 if callable(plan_reads):  # a source that reads by the plan: off the loop
@@ -246,7 +251,11 @@ class StreamWork(Generic[BatchT]):
                     )
                 async with anyio.create_task_group() as group:
                     self._builders = group
-                    self._add_builders(builders)
+                    if starter is None:
+                        self._add_builders(builders)
+                    else:
+                        feed = StepFeed(ring, starter, self.counters, self.bound)
+                        group.start_soon(feed.run, self._load_kernels_beside)
         except Exception as error:  # a bug in the engine: hand it to the consumer
             logger.exception("aioloader: a stream's engine failed", exc_info=error)
             ring.fail_nowait(error)
