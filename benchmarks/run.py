@@ -38,6 +38,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--w8-images", type=int, help="W8's dataset size (default 4,096)")
     parser.add_argument("--output", type=Path, default=HERE / "results", help="results folder")
     parser.add_argument(
+        "--name", help="the results' file name (default: the workload's, or results for several)"
+    )
+    parser.add_argument(
+        "--w9-device",
+        default="auto",
+        help="W9's device: cuda, cpu (a dry run: tiny model) or auto (cuda where torch sees one)",
+    )
+    parser.add_argument(
+        "--w9-folder", type=Path, help="where W9 writes its JPEGs (default /dev/shm/aioloader-w9)"
+    )
+    parser.add_argument(
         "--peer-path",
         action="append",
         default=[],
@@ -117,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             targets += module.targets(cases)
     data = report.to_json(cases, facts, settings, targets, notes)
     args.output.mkdir(parents=True, exist_ok=True)
-    stem = args.workloads[0].lower() if len(args.workloads) == 1 else "results"
+    stem = args.name or (args.workloads[0].lower() if len(args.workloads) == 1 else "results")
     titles = {name: workloads.load(name).TITLE for name in args.workloads}
     markdown = report.to_markdown(data, titles)
     texts = {"json": json.dumps(data, indent=2, default=str) + "\n", "md": markdown}

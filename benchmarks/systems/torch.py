@@ -77,13 +77,24 @@ class Torch(harness.Port):
     group = "torch"
 
     def __init__(
-        self, workers: int, how: str, dataset: Any, sampler: Any, seed: int, collate: Any
+        self,
+        workers: int,
+        how: str,
+        dataset: Any,
+        sampler: Any,
+        seed: int,
+        collate: Any,
+        **options: Any,
     ) -> None:
         self.workers, self.dataset, self.collate = workers, dataset, collate
         self.sampler, self.seed, self.keyed = sampler, seed, isinstance(collate, PlanCollate)
         self.name = f"torch DataLoader num_workers={workers}"
-        prefetch = ", prefetch_factor=4" if workers else ""
-        self.note = f"torch.utils.data.DataLoader(num_workers={workers}{prefetch}), {how}"
+        # ``options``: more DataLoader arguments (W9: pin_memory, persistent_workers), which
+        # replace the default prefetch_factor=4 (None: torch's own default)
+        self.options = {"prefetch_factor": 4 if workers else None, **options}
+        shown = "".join(f", {key}={value!r}" for key, value in self.options.items())
+        shown = shown.replace(", prefetch_factor=None", "")
+        self.note = f"torch.utils.data.DataLoader(num_workers={workers}{shown}), {how}"
 
     def steps(self, stop: int) -> Iterator[list[Any]]:
         for g in range(stop):
@@ -100,7 +111,7 @@ class Torch(harness.Port):
             batch_sampler=self.steps(stop),
             collate_fn=self.collate,
             num_workers=self.workers,
-            prefetch_factor=4 if self.workers else None,
+            **self.options,
         )
         iterator = iter(loader)
         try:

@@ -20,8 +20,12 @@ MODULES = {
     "W6": "w6_object_storage",
     "W7": "w7_ingest",
     "W8": "w8_cache",
+    "W9": "w9_feed",
+    "W9C": "w9_cpu",
+    "W9D": "w9_demo",
 }
-OPT_IN = ("W6", "W7", "W8")  # long, or needing peers installed by hand: run only when named
+# long, needing peers installed by hand, or a GPU (W9 and its tables): run only when named
+OPT_IN = ("W6", "W7", "W8", "W9", "W9C", "W9D")
 
 
 def load(name: str) -> ModuleType:
