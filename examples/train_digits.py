@@ -38,6 +38,7 @@ from aioloader import (
     ImageSample,
     SampleRng,
     ShuffledSampler,
+    takes_rng,
 )
 from aioloader.interop.torch import to_torch
 
@@ -82,6 +83,7 @@ class DigitsDataset:
         return ImageSample(self._images[index], label=int(self._labels[index]))
 
 
+@takes_rng
 def random_shift(sample: ImageSample, rng: SampleRng) -> ImageSample:
     """Move the image by -1, 0 or 1 pixel on each axis (zeros come in); a new sample."""
     dy, dx = rng.next_int(3) - 1, rng.next_int(3) - 1
