@@ -159,10 +159,15 @@ class StagingPool:
 
 
 def _mapping_of(array: npt.NDArray[Any]) -> mmap.mmap | None:
+    """The ``mmap`` under ``array`` (through views and memoryviews), if any."""
     base: Any = array
-    while isinstance(base, np.ndarray):
-        base = base.base
-    return base if isinstance(base, mmap.mmap) else None
+    while True:
+        if isinstance(base, np.ndarray):
+            base = base.base
+        elif isinstance(base, memoryview):
+            base = base.obj
+        else:
+            return base if isinstance(base, mmap.mmap) else None
 
 
 class Registrations:
@@ -180,7 +185,8 @@ class Registrations:
 
     def covers(self, array: npt.NDArray[Any]) -> bool:
         """Whether a copy may read ``array`` where it lies (registering its mapping once)."""
-        if not array.flags.c_contiguous or array.nbytes == 0:
+        flags = array.flags
+        if not (flags.c_contiguous and flags.writeable) or array.nbytes == 0:
             return False
         mapping = _mapping_of(array)
         if mapping is None:
@@ -189,7 +195,7 @@ class Registrations:
         if known is None:
             whole = np.frombuffer(mapping, np.uint8)  # keeps the mapping alive
             key = (int(whole.ctypes.data), int(whole.nbytes))
-            done = self._backend.register(*key)
+            done = whole.flags.writeable and self._backend.register(*key)
             if done:
                 self._registered[key] = whole
             known = self._by_id[id(mapping)] = (whole, done)
