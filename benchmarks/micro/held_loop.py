@@ -14,8 +14,8 @@ import contextlib
 import time
 
 import anyio
-
 from _common import BACKENDS, options
+
 from aioloader import DataLoader
 from aioloader.core import SequentialSampler
 from aioloader.testing import MemoryDataset, StackCollator
