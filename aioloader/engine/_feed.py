@@ -259,7 +259,6 @@ class StepFeed:
         self._claims_done = False
         self._changed: anyio.Event | None = None
         self._call_soon = threadsafe_caller()
-        self.started = 0
 
     # -- on the loop ------------------------------------------------------------------------
     def claim_now(self) -> None:
@@ -284,7 +283,6 @@ class StepFeed:
                 self._abandon.pop(step, None)
             self._ring.fill_nowait(step, None, error)
             return
-        self.started += 1
         with self._lock:
             if step in self._abandon:  # not finished yet
                 self._abandon[step] = abandon
@@ -292,7 +290,9 @@ class StepFeed:
     async def run(self, beside: Callable[[], None]) -> None:
         """Claim, start and fill steps until the ring has none left; ``beside()`` each round.
 
-        Cancelled, it abandons the steps in flight and releases what finished unclaimed.
+        Ended or cancelled, it abandons the steps in flight, releases what finished and was
+        not filled, and stops the starter's threads (waiting, off the loop, for a running
+        build).
         """
         ring = self._ring
         ring.on_take(self.claim_now)
@@ -314,6 +314,8 @@ class StepFeed:
         finally:
             ring.on_take(None)
             self.close()
+            with anyio.CancelScope(shield=True):  # a running build finishes: off the loop
+                await anyio.to_thread.run_sync(self._starter.close)
 
     async def _claim(self) -> None:
         """Claim what no take did: the first steps, and those a lending ring lets in."""
@@ -359,7 +361,7 @@ class StepFeed:
                 self._call_soon(self._wake)
 
     def close(self) -> None:
-        """Abandon the steps in flight, release the batches not filled, stop the starter."""
+        """Abandon the steps in flight and release the batches not filled."""
         with self._lock:
             if self._closed:
                 return
@@ -371,7 +373,6 @@ class StepFeed:
             abandon()
         for done in finished:
             release_batch(done.batch)
-        self._starter.close()
 
 
 __all__ = ["FeedProcesses", "FeedThreads", "Finished", "StepFeed", "feed_starter"]
