@@ -11,12 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import DistributedSampler, SequentialSampler, ShuffledSampler
+from ..core import (
+    DistributedSampler,
+    SequentialSampler,
+    ShuffledSampler,
+    WeightedRandomSampler,
+)
 from ..core._check import as_int
 from ..core._samplers import IndexArray, Sampler, batches_in
 
 FROM_TORCH = "docs/from-torch.md"
-TORCH_SAMPLERS = ("SequentialSampler", "RandomSampler", "DistributedSampler")
+TORCH_SAMPLERS = (
+    "SequentialSampler",
+    "RandomSampler",
+    "DistributedSampler",
+    "WeightedRandomSampler",
+)
 
 
 class EmptySampler:
@@ -175,6 +185,16 @@ def index_sampler(
     if kind == "DistributedSampler":
         _check_source("sampler", sampler, sampler.dataset, n)
         return _distributed(sampler, n, batch_size, drop_last)
+    if kind == "WeightedRandomSampler":
+        weights = [float(weight) for weight in sampler.weights.tolist()]
+        draws = as_int("sampler.num_samples", sampler.num_samples)
+        if batches_in(draws, batch_size, drop_last) == 0:
+            return Translated(EmptySampler(draws, batch_size, drop_last), seed)
+        own = _generator_seed(sampler.generator)
+        weighted = WeightedRandomSampler(
+            weights, draws, batch_size, replacement=bool(sampler.replacement), drop_last=drop_last
+        )
+        return Translated(weighted, seed if own is None else own)
     raise _refused("sampler", sampler)
 
 

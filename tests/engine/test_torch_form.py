@@ -329,3 +329,17 @@ def test_an_empty_epoch_serves_nothing_and_checkpoints() -> None:
     again = loader_of(list(range(2)), batch_size=3, drop_last=True)
     again.load_state_dict(state)
     assert list(again) == []
+
+
+def test_torch_weighted_random_sampler_is_translated() -> None:
+    dataset = list(range(6))
+    weights = torch.tensor([0.0, 1.0, 0.0, 2.0, 0.0, 1.0])
+    for replacement in (True, False):
+        torch_sampler: Any = tud.WeightedRandomSampler(weights, 3, replacement=replacement)
+        loader = loader_of(dataset, batch_size=2, sampler=torch_sampler, seed=4)
+        assert isinstance(loader.sampler, WeightedRandomSampler)
+        drawn = epoch_of(loader)
+        assert [len(batch) for batch in drawn] == [2, 1]
+        assert set(itertools.chain(*drawn)) <= {1, 3, 5}
+        if not replacement:
+            assert sorted(itertools.chain(*drawn)) == [1, 3, 5]
