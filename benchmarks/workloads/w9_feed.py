@@ -165,20 +165,12 @@ def torch_port(cfg: W9Config, items: list[tuple[str, int]], pin: bool) -> torch_
 
 
 def device_path(cfg: W9Config) -> tuple[Callable[[Any], Any], str]:
-    """aioloader's host batches to the device, and how: ``to_device_stream(batches, device)``
-    (pooled page-locked staging, side-stream copies) where ``aioloader.interop.torch`` has
-    it, else ``to_device(batch, device, pin_memory=True)`` per batch (``False`` on the CPU)."""
-    from aioloader.interop import torch as interop
+    """aioloader's host batches to the device in one line, and its name: the batches of
+    ``to_device_stream(batches, device)`` (pooled page-locked staging, or a process worker's
+    shared memory read in place; copies on a side stream, handed over once complete)."""
+    from aioloader.interop.torch import to_device_stream
 
-    stream = getattr(interop, "to_device_stream", None)
-    if stream is not None:
-        return lambda batches: stream(batches, cfg.device), "to_device_stream"
-    pin = not cfg.dry
-
-    def move(batch: Any) -> Any:
-        return interop.to_device(batch, cfg.device, pin_memory=pin)
-
-    return device_system.per_batch(move), f"to_device(pin_memory={pin})"
+    return lambda batches: to_device_stream(batches, cfg.device), "to_device_stream"
 
 
 def torch_move(cfg: W9Config) -> Callable[[Any], Any]:
