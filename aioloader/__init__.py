@@ -53,6 +53,7 @@ from .core import TreeCollator as TreeCollator
 from .core import WeightedRandomSampler as WeightedRandomSampler
 from .core import default_collate as default_collate
 from .core import load_kernels as load_kernels
+from .core import takes_key as takes_key
 from .core import takes_plan as takes_plan
 from .core import takes_rng as takes_rng
 from .engine import AutoTune as AutoTune
@@ -61,9 +62,11 @@ from .engine import DataLoader as DataLoader
 from .engine import GlobalRandomWarning as GlobalRandomWarning
 from .engine import LoaderStatistics as LoaderStatistics
 from .sources import CacheStatistics as CacheStatistics
+from .sources import ConcatDataset as ConcatDataset
 from .sources import KnownFutureCache as KnownFutureCache
 from .sources import RetryPolicy as RetryPolicy
 from .sources import Stream as Stream
+from .sources import Subset as Subset
 from .sources import decode_bytes as decode_bytes
 from .sources import decode_npy as decode_npy
 
@@ -106,6 +109,7 @@ __all__ = (
     "CacheStatistics",
     "CollateError",
     "Collator",
+    "ConcatDataset",
     "DataLoader",
     "Dataset",
     "DistributedSampler",
@@ -138,6 +142,7 @@ __all__ = (
     "ShuffledSampler",
     "SourceError",
     "Stream",
+    "Subset",
     "SyncDataset",
     "TarShards",
     "TreeBatch",
@@ -148,6 +153,7 @@ __all__ = (
     "decode_npy",
     "default_collate",
     "load_kernels",
+    "takes_key",
     "takes_plan",
     "takes_rng",
 )

@@ -19,8 +19,10 @@ from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._images import ImageBatch as ImageBatch
 from ._images import ImageBatchCollator as ImageBatchCollator
 from ._images import ImageSample as ImageSample
+from ._markers import takes_key as takes_key
 from ._markers import takes_plan as takes_plan
 from ._markers import takes_rng as takes_rng
+from ._markers import wants_key as wants_key
 from ._markers import wants_plan as wants_plan
 from ._markers import wants_rng as wants_rng
 from ._packed import PackCollator as PackCollator
@@ -126,9 +128,11 @@ __all__ = (
     "rgb8_to_planar",
     "sampler_identity",
     "split_global_step",
+    "takes_key",
     "takes_plan",
     "takes_rng",
     "values_digest",
+    "wants_key",
     "wants_plan",
     "wants_rng",
 )

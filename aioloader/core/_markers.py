@@ -14,7 +14,12 @@ list) work as they are. ``@takes_rng`` makes it ``transform(sample, rng)`` (a
 
 from __future__ import annotations
 
+import inspect
+import os
+import warnings
 from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
 from typing import Any, TypeVar
 
 RNG_MARK = "__aioloader_takes_rng__"
@@ -22,6 +27,11 @@ RNG_MARK = "__aioloader_takes_rng__"
 
 PLAN_MARK = "__aioloader_takes_plan__"
 """The attribute ``@takes_plan`` sets."""
+
+KEY_MARK = "__aioloader_takes_key__"
+"""The attribute ``@takes_key`` sets (on a source's decoder)."""
+
+_DECORATORS = {RNG_MARK: "takes_rng", PLAN_MARK: "takes_plan", KEY_MARK: "takes_key"}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,8 +60,7 @@ class Marked:
         raise AttributeError(name)
 
     def __repr__(self) -> str:
-        decorator = "takes_rng" if self.mark == RNG_MARK else "takes_plan"
-        return f"{decorator}({self.function!r})"
+        return f"{_DECORATORS[self.mark]}({self.function!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Marked, (self.function, self.mark))
@@ -100,6 +109,20 @@ def takes_plan(function: F) -> F:
     return _mark(function, PLAN_MARK, "takes_plan")
 
 
+def takes_key(function: F) -> F:
+    """Mark a source's decoder that is called as ``decode(data, index, key)``.
+
+    ``key`` is where the sample came from: the ``Path`` of a local file, the key of an
+    object. An unmarked decoder is called as ``decode(data, index)``. Works on what
+    ``takes_rng`` works on.
+
+    >>> named = takes_key(lambda data, index, key: (key, len(data)))
+    >>> wants_key(named), wants_key(len)
+    (True, None)
+    """
+    return _mark(function, KEY_MARK, "takes_key")
+
+
 def _declared(function: Any, mark: str) -> bool | None:
     value = getattr(function, mark, None)
     return value if isinstance(value, bool) else None
@@ -113,3 +136,55 @@ def wants_rng(transform: Any) -> bool | None:
 def wants_plan(collator: Any) -> bool | None:
     """``True`` (or ``False``) where ``collator`` declares whether it takes the plan, else None."""
     return _declared(collator, PLAN_MARK)
+
+
+def wants_key(decode: Any) -> bool | None:
+    """``True`` (or ``False``) where ``decode`` declares whether it takes the key, else None."""
+    return _declared(decode, KEY_MARK)
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+_WARNED: set[object] = set()
+
+
+def callable_name(function: Any) -> str:
+    """``function``'s qualified name, or its repr (a callable object)."""
+    return str(getattr(function, "__qualname__", None) or repr(function))
+
+
+def _identity(function: Any) -> object:
+    """What one deprecation warning is given per: the code of a function or method (a
+    lambda made again is the same), the class of a callable object."""
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    if code is not None:
+        return code
+    inner = getattr(function, "func", None)  # functools.partial
+    return _identity(inner) if callable(inner) else type(function)
+
+
+def _outside_frames() -> int:
+    """The ``stacklevel`` of the first frame outside the package (the user's call)."""
+    frame: FrameType | None = inspect.currentframe()
+    level = 0
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+        level += 1
+    return max(level, 1)
+
+
+def warn_signature_read(function: Any, role: str, argument: str, marker: str) -> None:
+    """Warn (a ``DeprecationWarning``, once per function) that ``function`` gets
+    ``argument`` because of its signature, naming the marker that keeps it."""
+    identity = _identity(function)
+    if identity in _WARNED:
+        return
+    _WARNED.add(identity)
+    warnings.warn(
+        f"aioloader: the {role} {callable_name(function)} gets the {argument} because of its "
+        f"signature, which is deprecated (a signature will not be read): mark it "
+        f"@{marker} (from aioloader import {marker}) to keep getting the {argument}, or "
+        f"give it {'two parameters' if marker == 'takes_key' else 'one parameter'}",
+        DeprecationWarning,
+        stacklevel=_outside_frames(),
+    )

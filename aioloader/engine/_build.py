@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import inspect
-import os
-import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from .._compat import add_note
 from ..core import takes_plan, takes_rng, wants_plan, wants_rng
+from ..core._markers import callable_name, warn_signature_read
 from ..core._plan import BatchPlan
 from ..core._rng import sample_rngs
 
 Transform = Callable[..., Any]
 """``transform(sample) -> sample`` or, marked ``@takes_rng``, ``transform(sample, rng)``."""
-
-_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
-_WARNED: set[object] = set()
 
 
 def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
@@ -79,47 +73,6 @@ def _accepts_two(signature: inspect.Signature | None) -> bool:
     )
 
 
-def _name(function: Any) -> str:
-    return str(getattr(function, "__qualname__", None) or repr(function))
-
-
-def _identity(function: Any) -> object:
-    """What one deprecation warning is given per: the code of a function or method (a
-    lambda made again is the same), the class of a callable object."""
-    function = getattr(function, "__func__", function)
-    code = getattr(function, "__code__", None)
-    if code is not None:
-        return code
-    inner = getattr(function, "func", None)  # functools.partial
-    return _identity(inner) if callable(inner) else type(function)
-
-
-def _outside_frames() -> int:
-    """The ``stacklevel`` of the first frame outside this package (the user's call)."""
-    frame: FrameType | None = inspect.currentframe()
-    level = 0
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back
-        level += 1
-    return max(level, 1)
-
-
-def _deprecated(function: Any, role: str, argument: str, marker: str) -> None:
-    """Warn (once per function) that ``function`` gets ``argument`` by its signature."""
-    identity = _identity(function)
-    if identity in _WARNED:
-        return
-    _WARNED.add(identity)
-    warnings.warn(
-        f"aioloader: the {role} {_name(function)} gets the {argument} because of its "
-        f"signature, which is deprecated (a signature will not be read): mark it "
-        f"@{marker} (from aioloader import {marker}) to keep getting the {argument}, or "
-        f"give it one parameter",
-        DeprecationWarning,
-        stacklevel=_outside_frames(),
-    )
-
-
 def transform_takes_rng(transform: Callable[..., Any]) -> bool:
     """Whether ``transform`` is called as ``transform(sample, rng)``.
 
@@ -137,11 +90,11 @@ def transform_takes_rng(transform: Callable[..., Any]) -> bool:
         if declared and not _accepts_two(signature):
             raise TypeError(
                 "transform is marked @takes_rng so must accept transform(sample, rng) but "
-                f"{_name(transform)!r} has the signature {signature}"
+                f"{callable_name(transform)!r} has the signature {signature}"
             )
         return declared
     if _takes_second(signature, "rng"):
-        _deprecated(transform, "transform", "rng", takes_rng.__name__)
+        warn_signature_read(transform, "transform", "rng", takes_rng.__name__)
         return True
     return False
 
@@ -203,17 +156,17 @@ def collator_takes_plan(collator: Callable[..., Any]) -> bool:
         if not positional or required > 2 or keyword_only:
             raise TypeError(
                 "collator must accept collator(samples, plan) or collator(samples) but "
-                f"{_name(collator)!r} has the signature {signature}"
+                f"{callable_name(collator)!r} has the signature {signature}"
             )
     if declared is not None:
         if declared and not _accepts_two(signature):
             raise TypeError(
                 "collator is marked @takes_plan so must accept collator(samples, plan) but "
-                f"{_name(collator)!r} has the signature {signature}"
+                f"{callable_name(collator)!r} has the signature {signature}"
             )
         return declared
     if _takes_second(signature, "plan"):
-        _deprecated(collator, "collator", "plan", takes_plan.__name__)
+        warn_signature_read(collator, "collator", "plan", takes_plan.__name__)
         return True
     return False
 

@@ -13,6 +13,8 @@ from ._decode import decode_bytes as decode_bytes
 from ._decode import decode_npy as decode_npy
 from ._retry import RetryPolicy as RetryPolicy
 from ._stream import Stream as Stream
+from ._views import ConcatDataset as ConcatDataset
+from ._views import Subset as Subset
 from .cache import CacheStatistics as CacheStatistics
 from .cache import KnownFutureCache as KnownFutureCache
 
@@ -71,6 +73,7 @@ def __dir__() -> list[str]:
 
 __all__ = (
     "CacheStatistics",
+    "ConcatDataset",
     "FAILURE_REASONS",
     "FetchResult",
     "HttpFetchError",
@@ -88,6 +91,7 @@ __all__ = (
     "ObjectStoreStatistics",
     "RetryPolicy",
     "Stream",
+    "Subset",
     "TarSample",
     "TarShards",
     "decode_bytes",

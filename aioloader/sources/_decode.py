@@ -1,7 +1,7 @@
 """Decode hooks: ``decode(data, index) -> sample``, called once per sample a source reads.
 
-A decoder that takes a third positional parameter, ``decode(data, index, key)``, also gets
-where the sample came from: the ``Path`` of a local file, the key of an object. Decoders
+A decoder marked ``@takes_key`` is called as ``decode(data, index, key)``: it also gets
+where the sample came from, the ``Path`` of a local file or the key of an object. Decoders
 run on the event loop, so keep them cheap (``np.frombuffer``, ``np.load`` of a small
 array); heavy work belongs in the loader's transform, which runs in worker threads, or in
 ``ImageFolder``, which decodes images in threads of its own.
@@ -19,6 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .._compat import add_note
+from ..core import takes_key, wants_key
+from ..core._markers import callable_name, warn_signature_read
 
 T = TypeVar("T")
 In = TypeVar("In")
@@ -36,20 +38,45 @@ KeyedDecoder = Callable[[bytes, int, K], T]
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
-def takes_key(decode: Callable[..., Any]) -> bool:
-    """Whether ``decode`` has a third positional parameter, for the path or key.
+def decoder_takes_key(decode: Callable[..., Any]) -> bool:
+    """Whether ``decode`` is called as ``decode(data, index, key)``.
 
-    ``*args`` does not count, so a decoder written for ``decode(data, index)`` keeps
-    getting exactly two arguments.
+    It is when it is marked ``@takes_key``. An unmarked decoder is called as
+    ``decode(data, index)``, except one with three positional parameters (today's form,
+    deprecated): it still gets the key, with a ``DeprecationWarning`` (once per function)
+    naming the fix. ``*args`` does not count, so a decoder written for ``decode(data,
+    index)`` keeps getting exactly two arguments.
 
-    >>> takes_key(decode_bytes), takes_key(lambda data, index, path: data)
+    >>> decoder_takes_key(decode_bytes), decoder_takes_key(takes_key(lambda d, i, k: d))
     (False, True)
+
+    Raises:
+        TypeError: it is marked ``@takes_key`` but cannot take three positional arguments.
     """
+    declared = wants_key(decode)
     try:
-        parameters = inspect.signature(decode).parameters.values()
+        parameters: list[inspect.Parameter] | None = list(
+            inspect.signature(decode).parameters.values()
+        )
     except (TypeError, ValueError):  # some builtins have no signature
-        return False
-    return sum(p.kind in _POSITIONAL for p in parameters) >= 3
+        parameters = None
+    positional = 0 if parameters is None else sum(p.kind in _POSITIONAL for p in parameters)
+    if declared is not None:
+        if (
+            declared
+            and parameters is not None
+            and positional < 3
+            and not any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+        ):
+            raise TypeError(
+                "decode is marked @takes_key so must accept decode(data, index, key) but "
+                f"{callable_name(decode)!r} has the signature {inspect.signature(decode)}"
+            )
+        return declared
+    if positional >= 3:
+        warn_signature_read(decode, "decoder", "key", takes_key.__name__)
+        return True
+    return False
 
 
 def decode_bytes(data: bytes, index: int) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar, overload
 from .._errors import ObjectNotFoundError, SourceError
 from .._files import read_file as read_pieces
 from ._concurrency import gather_ordered
-from ._decode import decode_bytes, decode_named, decode_npy, naming_sample, takes_key
+from ._decode import decode_bytes, decode_named, decode_npy, decoder_takes_key, naming_sample
 
 __all__ = ("LocalFiles", "decode_bytes", "decode_npy")
 
@@ -84,10 +84,10 @@ class LocalFiles(Generic[SampleT]):
         paths_or_directory: A sequence of paths (kept in the given order) or a directory,
             whose files matching ``pattern`` are sorted by relative path so that indices
             are stable from run to run.
-        decode: ``decode(data, index) -> sample``, or ``decode(data, index, path)`` to
-            also get the file's ``Path``; ``decode_bytes`` (the default) returns the
-            bytes, ``decode_npy`` loads a ``.npy`` array without pickle. A ``ValueError``
-            it raises is raised again naming the file.
+        decode: ``decode(data, index) -> sample``, or one marked ``@takes_key`` called as
+            ``decode(data, index, path)`` to also get the file's ``Path``; ``decode_bytes``
+            (the default) returns the bytes, ``decode_npy`` loads a ``.npy`` array without
+            pickle. A ``ValueError`` it raises is raised again naming the file.
         pattern: Glob for a directory (``"*"`` by default, ``"**/*.npy"`` recurses).
 
     >>> import tempfile, pathlib, anyio
@@ -146,7 +146,7 @@ class LocalFiles(Generic[SampleT]):
                 paths.append(Path(item))
         self.paths: tuple[Path, ...] = tuple(paths)
         self.decode = decode
-        self._decode_takes_path = takes_key(decode)
+        self._decode_takes_path = decoder_takes_key(decode)
 
     def __len__(self) -> int:
         return len(self.paths)

@@ -39,7 +39,7 @@ import obstore
 from .._compat import add_note
 from .._errors import ObjectNotFoundError, SourceError
 from ._concurrency import PerLoop, SharedLimit, gather_ordered, running_asyncio_loop
-from ._decode import decode_bytes, decode_named, naming_sample, takes_key
+from ._decode import decode_bytes, decode_named, decoder_takes_key, naming_sample
 from ._local import check_index
 from ._retry import (
     RequestCounters,
@@ -357,8 +357,8 @@ class ObjectStore(Generic[SampleT]):
         keys: The object keys, in sample order.
         prefix: List the keys under this prefix instead (sorted; blocking, once, here).
             With neither ``keys`` nor ``prefix`` the whole store is listed.
-        decode: ``decode(data, index) -> sample``, or ``decode(data, index, key)`` to also
-            get the object's key (default: the bytes).
+        decode: ``decode(data, index) -> sample``, or one marked ``@takes_key`` called as
+            ``decode(data, index, key)`` to also get the object's key (default: the bytes).
         max_concurrency: Most requests in flight at once (all batches together).
         timeout: Seconds allowed for one attempt.
         retries: Retry policy for transient failures (default ``RetryPolicy()``).
@@ -435,7 +435,7 @@ class ObjectStore(Generic[SampleT]):
         )
         self.byte_range = _check_range(byte_range)
         self.decode = decode
-        self._decode_takes_key = takes_key(decode)
+        self._decode_takes_key = decoder_takes_key(decode)
         if keys is not None and prefix is not None:
             raise ValueError("give keys or prefix, not both")
         if keys is not None:
