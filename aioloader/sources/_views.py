@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import anyio
 import numpy as np
 import numpy.typing as npt
 
+from .._protocols import BatchedDataset, Dataset, SyncDataset
 from ._concurrency import gather_ordered
 
 __all__ = ("ConcatDataset", "Subset")
 
 SampleT = TypeVar("SampleT")
+T = TypeVar("T")
+Indices = Iterable[int] | npt.NDArray[np.integer[Any]]
 
 _BATCHED, _ASYNC, _SYNC = "batched", "async", "sync"
 
@@ -173,20 +176,28 @@ class Subset(Generic[SampleT]):
 
     dataset: Any
     indices: npt.NDArray[np.int64]
+    _kind: str
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Subset[SampleT]:
-        if cls is Subset:  # Subset(dataset, indices) is one of the three kinds
-            dataset = args[0] if args else kwargs.get("dataset")
-            cls = _SUBSET_KINDS[_kind(dataset, "dataset")]
-        return super().__new__(cls)
-
-    def __init__(self, dataset: Any, indices: Iterable[int] | npt.NDArray[np.integer[Any]]) -> None:
+    @overload
+    def __new__(cls, dataset: BatchedDataset[T], indices: Indices) -> _BatchedSubset[T]: ...
+    @overload
+    def __new__(cls, dataset: Dataset[T], indices: Indices) -> _AsyncSubset[T]: ...
+    @overload
+    def __new__(cls, dataset: SyncDataset[T], indices: Indices) -> _SyncSubset[T]: ...
+    @overload
+    def __new__(cls, dataset: Any, indices: Any) -> Subset[Any]: ...
+    def __new__(cls, dataset: Any, indices: Any) -> Subset[Any]:
+        kind = _kind(dataset, "dataset")
         if not isinstance(indices, (Sequence, np.ndarray, range)):
             indices = list(indices)
-        self.dataset = dataset
-        self._kind = _kind(dataset, "dataset")
-        self.indices = _positions(indices, _length(dataset, "dataset"), "indices")
-        self.indices.flags.writeable = False
+        positions = _positions(indices, _length(dataset, "dataset"), "indices")
+        positions.flags.writeable = False
+        self = super().__new__(_SUBSET_KINDS[kind])
+        self.dataset, self.indices, self._kind = dataset, positions, kind
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Subset, (self.dataset, self.indices))
 
     def __len__(self) -> int:
         return int(self.indices.size)
@@ -257,31 +268,34 @@ class ConcatDataset(Generic[SampleT]):
 
     datasets: tuple[Any, ...]
     cumulative_sizes: list[int]
+    _kinds: list[str]
+    _ends: npt.NDArray[np.int64]
+    _starts: npt.NDArray[np.int64]
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> ConcatDataset[SampleT]:
-        if cls is ConcatDataset:
-            datasets = args[0] if args else kwargs.get("datasets")
-            kinds = {
-                _kind(dataset, f"datasets[{number}]")
-                for number, dataset in enumerate(_listed(datasets))
-            }
-            if kinds == {_SYNC}:
-                cls = _SyncConcat
-            else:
-                cls = _BatchedConcat if _BATCHED in kinds else _AsyncConcat
-        return super().__new__(cls)
-
-    def __init__(self, datasets: Iterable[Any]) -> None:
-        self.datasets = tuple(_listed(datasets))
-        self._kinds = [
-            _kind(dataset, f"datasets[{number}]") for number, dataset in enumerate(self.datasets)
-        ]
-        lengths = [
-            _length(dataset, f"datasets[{number}]") for number, dataset in enumerate(self.datasets)
-        ]
-        self._ends = np.cumsum(np.asarray(lengths, dtype=np.int64))
-        self._starts = self._ends - np.asarray(lengths, dtype=np.int64)
+    @overload
+    def __new__(cls, datasets: Iterable[SyncDataset[T]]) -> _SyncConcat[T]: ...
+    @overload
+    def __new__(cls, datasets: Iterable[Any]) -> _AsyncConcat[Any]: ...
+    def __new__(cls, datasets: Any) -> ConcatDataset[Any]:
+        listed = tuple(_listed(datasets))
+        kinds = [_kind(dataset, f"datasets[{number}]") for number, dataset in enumerate(listed)]
+        lengths = np.asarray(
+            [_length(dataset, f"datasets[{number}]") for number, dataset in enumerate(listed)],
+            dtype=np.int64,
+        )
+        if set(kinds) == {_SYNC}:
+            kind: type[ConcatDataset[Any]] = _SyncConcat
+        else:
+            kind = _BatchedConcat if _BATCHED in kinds else _AsyncConcat
+        self = super().__new__(kind)
+        self.datasets, self._kinds = listed, kinds
+        self._ends = np.cumsum(lengths)
+        self._starts = self._ends - lengths
         self.cumulative_sizes = self._ends.tolist()
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ConcatDataset, (self.datasets,))
 
     def __len__(self) -> int:
         return int(self._ends[-1])

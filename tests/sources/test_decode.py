@@ -55,7 +55,7 @@ def test_a_decoder_marked_but_taking_two_arguments_is_refused() -> None:
     ):
         decoder_takes_key(takes_key(lambda data, index: data))
     with pytest.raises(TypeError, match=r"^takes_key must mark a callable but got int$"):
-        takes_key(3)
+        takes_key(3)  # type: ignore[type-var]
 
 
 def test_the_three_parameter_form_still_gets_the_key_and_warns_once() -> None:
