@@ -1,5 +1,6 @@
-"""aioloader.engine._build: a collator is called as (samples, plan) or, torch-style, (samples);
-a transform as (sample, rng) or (sample)."""
+"""aioloader.engine._build: a collator is called as (samples) or, marked @takes_plan, as
+(samples, plan); a transform as (sample) or, marked @takes_rng, as (sample, rng). Today's
+two-parameter form still gets them, with a DeprecationWarning (one test here)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import anyio
 import numpy as np
 import pytest
 
-from aioloader.core import BatchPlan, SequentialSampler, plan_batch
+from aioloader.core import BatchPlan, SequentialSampler, plan_batch, takes_plan, takes_rng
 from aioloader.engine import DataLoader
 from aioloader.engine._build import SamplesOnlyCollator, collator_takes_plan, transform_takes_rng
 
@@ -22,14 +23,17 @@ def one(samples: Sequence[Any]) -> Any:
     return np.stack(samples)
 
 
+@takes_plan
 def two(samples: Sequence[Any], plan: BatchPlan) -> Any:
     return np.stack(samples) + plan.global_step
 
 
+@takes_plan
 def optional_plan(samples: Sequence[Any], plan: BatchPlan | None = None) -> Any:
     return np.stack(samples)
 
 
+@takes_plan
 def star(*args: Any) -> Any:
     return np.stack(args[0])
 
@@ -43,7 +47,7 @@ class Method:
         return np.stack(samples)
 
 
-def test_the_signature_decides() -> None:
+def test_the_marker_decides() -> None:
     collators = (one, Method(), two, optional_plan, star, optional_other)
     assert [collator_takes_plan(c) for c in collators] == [False, False, True, True, True, False]
 
@@ -69,18 +73,40 @@ def test_a_numpy_function_is_a_collator(workers: int, collator: Any) -> None:
     ]
 
 
-def test_a_transform_gets_its_rng_only_when_its_second_parameter_is_meant_for_it() -> None:
+def test_a_transform_gets_its_rng_only_when_marked() -> None:
+    @takes_rng
     def required(sample: Any, rng: Any) -> Any:
         return sample
 
+    @takes_rng
     def named(sample: Any, rng: Any = None) -> Any:
         return sample
 
     def option(sample: Any, scale: float = 1.0) -> Any:
         return sample
 
-    transforms = (required, named, option, np.asarray, max, lambda *args: args[0])
+    transforms = (required, named, option, np.asarray, max, takes_rng(lambda *args: args[0]))
     assert [transform_takes_rng(t) for t in transforms] == [True, True, False, False, False, True]
+
+
+def test_the_deprecated_two_parameter_form_still_gets_its_argument() -> None:
+    def required(sample: Any, rng: Any) -> Any:
+        return sample
+
+    def named(sample: Any, rng: Any = None) -> Any:
+        return sample
+
+    def plan_too(samples: Sequence[Any], plan: BatchPlan | None = None) -> Any:
+        return samples
+
+    transforms = (required, named, lambda *args: args[0])
+    collators = (plan_too, lambda *args: args[0])
+    with pytest.warns(DeprecationWarning, match=r"because of its signature, which is deprecated"):
+        got = (
+            [transform_takes_rng(t) for t in transforms],
+            [collator_takes_plan(c) for c in collators],
+        )
+    assert got == ([True, True, True], [True, True])
 
 
 @pytest.mark.parametrize("workers", [0, 2])
