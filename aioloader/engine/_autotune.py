@@ -152,6 +152,10 @@ class TunableWork(Protocol):
     def reads_peak(self) -> int:
         """The most reads in flight the stream has had."""
 
+    @property
+    def starting_processes(self) -> bool:
+        """Whether the worker processes it moved to are still starting."""
+
     def retune(self, knobs: Knobs) -> None:
         """Apply ``knobs`` to the running work (threads may shrink, the rest only grow)."""
 
@@ -283,16 +287,18 @@ class AutoTuner:
         """A step was delivered: at an ``every``-th step of the stream that ends a window of
         at least ``min_window`` seconds, decide and apply.
 
-        The window after a change of threads (and a stream's first) lets the ring turn
-        over (at least ``prefetch`` steps, whatever its length in seconds) and is not
-        judged, so a thread trial is measured against the window before it, both steady.
+        The window after a change of threads or executor (and a stream's first) lets the
+        ring turn over (at least ``prefetch`` steps, whatever its length in seconds, and
+        until the processes moved to are ready) and is not judged, so a trial is measured
+        against the window before it, both steady.
         """
         settings = self.settings
         if self._mark is None or (next_step - self._start) % settings.every:
             return None
         steps = next_step - self._mark_step
-        if self._settling:  # ends once the ring has turned over: its depth in steps
-            if steps < self.knobs.prefetch:
+        if self._settling:  # ends once the ring has turned over (its depth in steps) and
+            # the processes moved to are ready (their start-up is no part of a judged window)
+            if steps < self.knobs.prefetch or work.starting_processes:
                 return None
             self._mark, self._mark_step = self._take_mark(), next_step
             self._settling = False

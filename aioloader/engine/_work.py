@@ -164,6 +164,14 @@ class StreamWork(Generic[BatchT]):
         """The most reads in flight this stream has had."""
         return self.bound.peak
 
+    @property
+    def starting_processes(self) -> bool:
+        """Whether the processes that auto moved to are starting (not all of them ready)."""
+        if not self._use_processes:
+            return False
+        processes = self._processes
+        return processes is None or processes.statistics().ready_seconds is None
+
     def retune(self, knobs: Knobs) -> None:
         """Apply the tuner's ``knobs``: build threads (none: build inline), a deeper ring,
         more reads, and the executor (from the next step that starts)."""
