@@ -1,6 +1,8 @@
 """The known-future cache: a planner, two tiers (memory and disk) and an eviction policy.
 
 - ``_planner``: the plan's next steps as numpy arrays, a bounded horizon at a time;
+- ``_plans``: one plan per stream the cache serves, on one clock;
+- ``_turns``: a sample on its way, and turns of work that yield to the event loop;
 - ``_policy``: eviction by next use (Belady) or recency, and the read-ahead budget;
 - ``_tiers`` and ``_disk``: the memory tier and the disk tier (atomic, checked files, in a
   folder it marks as its own);

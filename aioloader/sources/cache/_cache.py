@@ -3,7 +3,8 @@
 The batch at global step ``g`` is a pure function of ``(seed, g)``, so once told the sampler,
 the seed and the start step (``plan``; the loader does it when a stream starts), the cache
 knows every future read. A ``HorizonPlanner`` keeps a few windows of it as numpy arrays,
-extended in worker threads as the reads move on. For the batch at step ``g`` the cache
+extended in worker threads as the reads move on; each stream (training, evaluation) keeps
+its own, on one clock (``_plans``). For the batch at step ``g`` the cache
 
 - fetches what the batch misses, grown over the run of its shard's neighbours that the
   horizon needs, and reads ahead what steps ``g+1 .. g+lookahead_steps`` need, each grown
@@ -66,9 +67,9 @@ class KnownFutureCache:
     >>> cache = KnownFutureCache(max_bytes=256 << 20, lookahead_steps=16)
     >>> # source = TarShards(keys, store, cache=cache); DataLoader(source, ...) plans it
 
-    Use it from one event loop at a time; one cache serves one source. Memory use is at
-    most ``max_bytes`` of sample bytes (kept and read ahead), plus the reads of the steps in
-    flight.
+    Use it from one event loop at a time; one cache serves one source, and every stream
+    over it (each its own plan). Memory use is at most ``max_bytes`` of sample bytes (kept
+    and read ahead), plus the reads of the steps in flight.
 
     Args:
         max_bytes: Most bytes held in memory: samples kept for their next use and samples
