@@ -32,6 +32,7 @@ _RELEASE_LOCK = threading.Lock()
 _T = TypeVar("_T")
 _B = TypeVar("_B", bound="PooledBatch[Any]")
 _V = TypeVar("_V")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,12 +441,16 @@ class StepBatch(PooledBatch[StepStateT]):
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         """Every field of the batch type: its array fields, then the step fields."""
+        known = _FIELD_NAMES.get(cls)
+        if known is not None:
+            return known
         names: list[str] = []
         for klass in reversed(cls.__mro__):
             for name, value in vars(klass).items():
                 if isinstance(value, BatchField) and name not in names:
                     names.append(name)
-        return (*names, *cls.STEP_FIELDS)
+        known = _FIELD_NAMES[cls] = (*names, *cls.STEP_FIELDS)
+        return known
 
     def __digest_fields__(self) -> list[tuple[str, Any]]:
         """``(name, value)`` of every field in ``DIGEST_FIELDS``, for ``digest_batch``."""
