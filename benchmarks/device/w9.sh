@@ -24,7 +24,7 @@
 # Then run this script there with .whl carried, e.g. the device tool's
 # run(command="bash benchmarks/device/w9.sh", carry=[".whl"], timeout_s=600).
 # W9_ROUNDS: kept rounds after the warm-up round (default 1); W9_TIMEOUT: seconds the run
-# may take (default 480), so that the results come back inside a 10-minute call. For the
+# may take (default 540), so that its log comes back inside a 10-minute call. For the
 # CPU form where aioloader is installed already (no GPU: a tiny model, fewer images):
 #   PYTHON=.venv/bin/python W9_INSTALL=0 W9_DEVICE=cpu OUT=/tmp/w9 bash benchmarks/device/w9.sh
 set -uo pipefail
@@ -50,7 +50,7 @@ print("aioloader", aioloader.__file__, "torch", torch.__version__,
         echo "/dev/shm has ${free:-0} KiB free: the JPEGs go to $folder"
     fi
     echo "== run"
-    timeout "${W9_TIMEOUT:-480}" "$PYTHON" benchmarks/run.py --workloads W9,W9C,W9D --name w9 \
+    timeout "${W9_TIMEOUT:-540}" "$PYTHON" benchmarks/run.py --workloads W9,W9C,W9D --name w9 \
         --rounds "${W9_ROUNDS:-1}" --w9-device "${W9_DEVICE:-cuda}" --w9-folder "$folder" \
         --output "$OUT"
 }

@@ -24,7 +24,8 @@ def rows(cfg: W9Config, items: list[tuple[str, int]]) -> list[tuple[Any, int]]:
     found: list[tuple[Any, int]] = []
     for label, workers, executor in kinds:
         make = w9_feed.loader_maker(cfg, items, workers, executor)
-        note = f"DataLoader(workers={workers}, executor={executor!r}, prefetch={cfg.prefetch})"
+        ahead = w9_feed.prefetch(workers)
+        note = f"DataLoader(workers={workers}, executor={executor!r}, prefetch={ahead})"
         name = f"aioloader {label}={workers}"
         feed = device_system.loader_feed(name, f"{note}, for", make, "for", batch=cfg.batch)
         found.append((feed, workers))
@@ -72,13 +73,9 @@ def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any
 
 def targets(found: list[harness.Case]) -> list[dict[str, Any]]:
     """Threads at cores - 1 against threads at 0 (issue 34: >= 10x)."""
-    mine = [
-        c
-        for c in found
-        if c.workload == "W9C" and c.values and c.system.startswith("aioloader threads=")
-    ]
-    if not mine:
+    named = {c.system: c for c in found if c.workload == "W9C" and c.values}
+    if not named:
         return []
-    most = max(mine, key=lambda c: int(c.system.rsplit("=", 1)[1]))
-    text = f"W9C: {most.system} >= 10x threads=0 (CPU only)"
-    return [harness.target(text, most, harness.baseline_of(found, "W9C"), 10.0)]
+    most = f"aioloader threads={max(1, w9_feed.cores() - 1)}"
+    text = f"W9C: {most} (cores - 1) >= 10x threads=0 (CPU only)"
+    return [harness.target(text, named.get(most), harness.baseline_of(found, "W9C"), 10.0)]

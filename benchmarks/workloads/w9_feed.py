@@ -55,11 +55,6 @@ class W9Config:
     demo_steps: int = 256  # W9D
 
     @property
-    def prefetch(self) -> int:
-        """Steps built ahead: two per worker (a step is built whole by one worker)."""
-        return max(4, 2 * self.workers)
-
-    @property
     def dry(self) -> bool:
         """Not a GPU run: its figures are no GPU figures."""
         return self.device != "cuda"
@@ -100,6 +95,11 @@ def data(cfg: W9Config, log: Callable[[str], None]) -> tuple[list[tuple[str, int
     return w9_data.items(paths), w9_data.mean_kilobytes(paths)
 
 
+def prefetch(workers: int) -> int:
+    """Steps built ahead: two per worker (a worker builds a whole step), at least 4."""
+    return max(4, 2 * workers)
+
+
 def sampler(cfg: W9Config) -> ShuffledSampler:
     return ShuffledSampler(cfg.images, cfg.batch)
 
@@ -108,7 +108,6 @@ def loader_maker(
     cfg: W9Config, items: list[tuple[str, int]], workers: int | str, executor: str = "thread"
 ) -> Callable[[], Any]:
     """``make()``: a ``DataLoader`` over ``items`` running ``load_sample`` per sample."""
-    prefetch: int | str = "auto" if workers == "auto" else cfg.prefetch
     return lambda: DataLoader(
         items,
         sampler(cfg),
@@ -117,7 +116,7 @@ def loader_maker(
         transform=w9_data.load_sample,
         workers=workers,
         executor=executor,
-        prefetch=prefetch,
+        prefetch="auto" if workers == "auto" else prefetch(int(workers)),
     )
 
 
@@ -203,7 +202,7 @@ def rows(cfg: W9Config, items: list[tuple[str, int]], trainer: Any) -> list[Any]
     forms += [("processes", w, "process")] if cfg.processes else []
     for label, workers, executor in forms:
         make = loader_maker(cfg, items, workers, executor)
-        what = f"DataLoader(workers={workers}, executor={executor!r}, prefetch={cfg.prefetch})"
+        what = f"DataLoader(workers={workers}, executor={executor!r}, prefetch={prefetch(w)})"
         for form in ("for", "async for"):
             name, note = f"aioloader {label}={workers}, {form}", f"{what}, {form}, {path}"
             found.append(device_system.loader_feed(name, note, make, form, **settings))
