@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
+import multiprocessing
 import os
 from pathlib import Path
 from typing import Any
@@ -45,15 +46,17 @@ def _write_one(folder: str, index: int, files: Files) -> int:
 
 
 def write_jpegs(folder: Path, files: Files, processes: int = 1) -> list[Path]:
-    """The files in ``folder`` (made with ``processes`` processes unless already there)."""
+    """The files in ``folder``, written unless already there (by ``processes`` spawned
+    processes when there are many)."""
     paths = [folder / f"{index:05d}.jpg" for index in range(files.count)]
     done = folder / DONE
     wanted = dataclasses.asdict(files)
     if done.is_file() and json.loads(done.read_text()) == wanted:
         return paths
     folder.mkdir(parents=True, exist_ok=True)
-    if processes > 1:
-        with concurrent.futures.ProcessPoolExecutor(processes) as pool:
+    if processes > 1 and files.count >= 256:  # spawned: no fork of a threaded process
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
             list(
                 pool.map(
                     _write_one,

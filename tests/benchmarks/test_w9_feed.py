@@ -118,6 +118,24 @@ def test_the_chain_reads_files_and_each_row_gives_the_plain_loops_batches(
     assert first["images"].tobytes() != second["images"].tobytes()
 
 
+def test_the_files_are_the_same_bytes_whoever_writes_them(tmp_path: Path) -> None:
+    w9_data = _module("workloads.w9_data")
+    files = w9_data.Files(256, 60, 80)
+    spawned = w9_data.write_jpegs(tmp_path / "a", files, processes=2)
+    inline = w9_data.write_jpegs(tmp_path / "b", files, processes=1)
+    assert [p.name for p in spawned] == [f"{i:05d}.jpg" for i in range(256)]
+    assert [p.read_bytes() for p in spawned] == [p.read_bytes() for p in inline]
+    assert json.loads((tmp_path / "a" / w9_data.DONE).read_text()) == {
+        "count": 256,
+        "height": 60,
+        "width": 80,
+        "quality": 90,
+    }
+    (tmp_path / "a" / "00000.jpg").write_bytes(b"kept")  # a folder marked done is reused
+    assert w9_data.write_jpegs(tmp_path / "a", files, processes=2) == spawned
+    assert (tmp_path / "a" / "00000.jpg").read_bytes() == b"kept"
+
+
 def _cases(harness: ModuleType, workload: str, medians: dict[str, float]) -> list[Any]:
     cases = []
     for name, value in medians.items():
