@@ -77,7 +77,7 @@ def test_output_and_update_results_exclude_each_other(fail: Fail, tmp_path: Path
 
 
 def test_unknown_workload(fail: Fail) -> None:
-    assert fail("bench", "--workloads", "W1,W9").startswith(
+    assert fail("bench", "--workloads", "W1,W99").startswith(
         "error: --workloads must name some of W1, "
     )
 
