@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from aioloader import WorkerDiedError
 from aioloader.core import (
     BufferPool,
     GainOffset,
@@ -28,7 +30,7 @@ from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
 from aioloader.testing import StackCollator
 from tests.engine.helpers import jitter, make_samples
-from tests.engine.process_helpers import spawned_children
+from tests.engine.process_helpers import Crash, dict_collator, rows, spawned_children
 from tests.engine.receiver_helpers import ARRIVALS, BATCH, FailsAt, mark
 
 pytestmark = pytest.mark.anyio
@@ -191,5 +193,34 @@ async def test_leaving_early_or_cancelling_leaves_no_thread_and_no_batch(executo
                 got.append(batch.global_step)
                 batch.release()
         assert got == list(range(6))
+    finally:
+        await loader.aclose()
+
+
+@pytest.mark.parametrize(("how", "code"), [("exit", 3), ("kill", -signal.SIGKILL)])
+async def test_a_dead_worker_fails_its_step_and_the_next_stream_has_new_ones(
+    how: str, code: int
+) -> None:
+    loader: DataLoader[Any, Any] = DataLoader(
+        rows(40), SequentialSampler(40, 4), dict_collator, seed=0,
+        transform=Crash(how, 21.0), executor="process", workers=2, prefetch=3,
+    )  # fmt: skip
+    seen: list[int] = []
+
+    async def consume(stop: int) -> None:
+        async with loader.stream(0, stop) as batches:
+            async for batch in batches:
+                seen.append(batch["step"])
+
+    try:
+        with pytest.raises(WorkerDiedError) as info:
+            await consume(10)  # sample 21.0 is in step 5
+        assert seen == list(range(len(seen)))
+        assert len(seen) <= 5
+        assert info.value.exitcode == code
+        assert f"build worker {info.value.worker} (pid " in str(info.value)
+        seen.clear()
+        await consume(5)  # the steps before the crash, from fresh workers
+        assert seen == list(range(5))
     finally:
         await loader.aclose()
