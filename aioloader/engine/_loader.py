@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 import anyio
 import numpy as np
@@ -191,6 +191,52 @@ class DataLoader(Generic[SampleT, BatchT]):
     max_inflight_reads: int
     autotune: AutoTune | None
     on_error: Any
+
+    @overload
+    def __init__(
+        self,
+        dataset: Dataset[Any] | SyncDataset[Any],
+        sampler: Sampler,
+        collator: Collator[SampleT, BatchT] | Callable[[Sequence[SampleT]], BatchT],
+        *,
+        seed: int,
+        transform: Transform | None = None,
+        workers: int | str = 0,
+        executor: str = "thread",
+        persistent_workers: bool | None = None,
+        prefetch: int | str = 8,
+        max_inflight_reads: int = 64,
+        start_step: int = 0,
+        autotune: AutoTune | None = None,
+        on_error: OnError = "raise",
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: DataLoader[Any, Any],
+        dataset: Any,
+        *,
+        batch_size: int | None = 1,
+        shuffle: bool | None = False,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        collate_fn: Callable[..., Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Any = None,
+        multiprocessing_context: Any = None,
+        generator: Any = None,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        seed: int | None = None,
+        transform: Transform | None = None,
+        max_inflight_reads: int = 64,
+        on_error: OnError = "raise",
+    ) -> None: ...
 
     def __init__(
         self,

@@ -335,7 +335,12 @@ def test_torch_weighted_random_sampler_is_translated() -> None:
     dataset = list(range(6))
     weights = torch.tensor([0.0, 1.0, 0.0, 2.0, 0.0, 1.0])
     for replacement in (True, False):
-        torch_sampler: Any = tud.WeightedRandomSampler(weights, 3, replacement=replacement)
+        # torch's annotation says Sequence[float]; its documentation and code take a tensor
+        torch_sampler: Any = tud.WeightedRandomSampler(
+            weights,  # type: ignore[arg-type]
+            3,
+            replacement=replacement,
+        )
         loader = loader_of(dataset, batch_size=2, sampler=torch_sampler, seed=4)
         assert isinstance(loader.sampler, WeightedRandomSampler)
         drawn = epoch_of(loader)
