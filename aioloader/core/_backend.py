@@ -103,6 +103,12 @@ def to_load() -> bool:
     return state == FILLED
 
 
+def loaded() -> bool:
+    """Whether the compiled kernels are loaded in this process (then nothing loads them
+    again: a hot path may skip ``to_load()`` and ``loading_elsewhere()``)."""
+    return _loaded is not None
+
+
 def load_kernels() -> str:
     """Load the compiled batch kernels now, on this thread; the kernels batches will use.
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._check import u64
+from ._check import U64_LIMIT, u64
 from ._rng import derive_slots
 from ._samplers import IndexArray, Sampler
 from ._streams import RngStream
@@ -64,8 +64,15 @@ def plan_batch(sampler: Sampler, seed: int, global_step: int) -> BatchPlan:
     >>> plan_batch(SequentialSampler(10, 4), 0, 3).indices.tolist()
     [4, 5, 6, 7]
     """
-    seed_value = u64("seed", seed)
-    epoch, step = split_global_step(global_step, sampler.steps_per_epoch)
+    steps = sampler.steps_per_epoch
+    if type(seed) is int and type(global_step) is int and 0 <= seed < U64_LIMIT:  # the engine's
+        if not 0 <= global_step < U64_LIMIT or steps <= 0:
+            split_global_step(global_step, steps)  # raises what the checks below would
+        seed_value = seed
+        epoch, step = divmod(global_step, steps)
+    else:
+        seed_value = u64("seed", seed)
+        epoch, step = split_global_step(global_step, steps)
     indices = sampler.indices(seed_value, epoch, step)
     global_slots = getattr(sampler, "global_slots", None)
     slots = global_slots(seed_value, epoch, step) if callable(global_slots) else None

@@ -57,6 +57,15 @@ class Sampler(Protocol):
 
 
 def _check_position(seed: Any, epoch: Any, step: Any, steps_per_epoch: int) -> tuple[int, int, int]:
+    if (
+        type(seed) is int
+        and type(epoch) is int
+        and type(step) is int
+        and 0 <= seed < U64_LIMIT
+        and 0 <= epoch < U64_LIMIT
+        and 0 <= step < steps_per_epoch
+    ):
+        return seed, epoch, step  # what the engine passes: no call to check it
     seed_value = u64("seed", seed)
     epoch_value = u64("epoch", epoch)
     step_value = as_int("step", step)

@@ -14,6 +14,7 @@ from .._threadsafe import threadsafe_caller
 from ..core._pool import release_batch
 from ._handoff import BatchHandOff, HandOffClosed
 from ._stream import BatchStream
+from ._work import Unbuilt
 
 BatchT = TypeVar("BatchT")
 BACKENDS = ("asyncio", "trio")
@@ -74,6 +75,9 @@ def iterate_blocking(
     with start_blocking_portal(backend, options) as portal:
         stream = loader.stream(start, stop() if callable(stop) else stop)
         stream.defer_delivery()  # counted here, as each batch reaches the consumer
+        # workers=0 builds each step on this thread, as the loop in hand would: the loop's
+        # thread only reads ahead, and a batch is made where it is used
+        stream.defer_builds()
         call_soon = portal.call(threadsafe_caller)
         hand_off: BatchHandOff[tuple[int, BatchT]] = BatchHandOff(
             stream.ring.statistics().capacity, call_soon, _release_handed
@@ -91,6 +95,8 @@ def iterate_blocking(
                     next_step, batch = hand_off.take()
                 except StopIteration:
                     return
+                if isinstance(batch, Unbuilt):
+                    batch = stream.build(batch)
                 stream.received(next_step, clock() - started)
                 yield batch
         finally:

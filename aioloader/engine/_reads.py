@@ -410,22 +410,28 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
 
 # -- sync get_sample / __getitem__ --------------------------------------------------------------
 def read_chunk(getter: Callable[[int], Any], plan: BatchPlan, first: int, last: int) -> list[Any]:
+    """``getter(index)`` for slots ``[first, last)`` of ``plan``, in order.
+
+    No Python call per sample but the getter's own (a list's ``__getitem__`` makes none).
+    """
     indices = plan.indices[first:last].tolist()
-    samples = []
+    samples: list[Any] = []
+    append = samples.append
+    coroutine = types.CoroutineType
     for offset, index in enumerate(indices):
         try:
             sample = getter(index)
         except Exception as error:
             add_slot_note(error, plan, first + offset)
             raise
-        if inspect.iscoroutine(sample):
+        if isinstance(sample, coroutine):
             sample.close()
             raise TypeError(
                 "a sync dataset's get_sample/__getitem__ must return a sample but "
                 f"{getattr(getter, '__qualname__', getter)!r} returned a coroutine; "
                 "declare get_sample with async def"
             )
-        samples.append(sample)
+        append(sample)
     return samples
 
 

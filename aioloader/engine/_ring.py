@@ -13,13 +13,13 @@ prepared ahead of the batch the consumer holds, wherever the others wait.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, cast
-
-import anyio
+from typing import Generic, Protocol, TypeVar
 
 from .._errors import LoaderClosedError
+from ._events import LoopEvent, loop_event_type
 
 T = TypeVar("T")
 
@@ -90,22 +90,50 @@ class PrefetchRing(Generic[T]):
         self._ready = 0
         self._closed = False
         self._failure: BaseException | None = None
-        self._changed: anyio.Event | None = None
+        self._event: Callable[[], LoopEvent] | None = None  # the loop's own, at the first wait
+        self._taker: LoopEvent | None = None  # exists only while the consumer waits
+        self._claimers: deque[LoopEvent] = deque()  # builders waiting for a step, in order
         self._receipts: Receipts | None = None
         self._lent = 0
         self._on_take: Callable[[], None] | None = None
 
     def _notify(self) -> None:
-        changed = self._changed
-        if changed is not None:  # an event exists only while somebody waits for a change
-            self._changed = None
-            changed.set()
+        """Wake every waiter (the ring closed, failed, or its end moved)."""
+        self._wake_taker()
+        claimers, self._claimers = self._claimers, deque()
+        for event in claimers:
+            event.set()
 
-    async def _wait_for_change(self) -> None:
-        changed = self._changed
-        if changed is None:
-            changed = self._changed = anyio.Event()
-        await changed.wait()
+    def _wake_taker(self) -> None:
+        taker = self._taker
+        if taker is not None:
+            self._taker = None
+            taker.set()
+
+    def _wake_claimer(self) -> None:
+        """The window may have opened: wake the builder that has waited longest. A woken
+        builder that claims a step (or finds the end) wakes the next, so a take wakes one
+        builder and one more, never all of them."""
+        if self._claimers:
+            self._claimers.popleft().set()
+
+    def _new_event(self) -> LoopEvent:
+        make = self._event
+        if make is None:
+            make = self._event = loop_event_type()
+        return make()
+
+    async def _wait_to_claim(self) -> None:
+        event = self._new_event()
+        self._claimers.append(event)
+        try:
+            await event.wait()
+        except BaseException:
+            if event.is_set():  # woken and cancelled: the wake goes to the next builder
+                self._wake_claimer()
+            else:
+                self._claimers.remove(event)
+            raise
 
     @property
     def depth(self) -> int:
@@ -117,7 +145,7 @@ class PrefetchRing(Generic[T]):
         depth = min(max(depth, self._depth), self._capacity)
         if depth != self._depth:
             self._depth = depth
-            self._notify()
+            self._wake_claimer()
 
     @property
     def next_to_take(self) -> int:
@@ -150,6 +178,20 @@ class PrefetchRing(Generic[T]):
     def _finished(self) -> bool:
         return self._closed or (self._stop is not None and self._next_to_claim >= self._stop)
 
+    def _open(self) -> bool:
+        """Whether the next step is inside the window ``next_to_take - lent + depth``,
+        counting the receipts of a lending ring (when none came, the next one wakes a
+        builder)."""
+        while self._next_to_claim >= self._next_to_take - self._lent + self._depth:
+            receipts = self._receipts
+            if not self._lent or receipts is None:
+                return False
+            received = receipts.collect(self._wake_claimer)
+            if not received:
+                return False
+            self._lent -= received
+        return True
+
     def claim_nowait(self) -> int | None:
         """Claim the next step to build; ``None`` when there is nothing left to claim.
 
@@ -157,15 +199,9 @@ class PrefetchRing(Generic[T]):
         """
         if self._finished():
             return None
+        if not self._open():
+            raise WouldBlock
         step = self._next_to_claim
-        while step >= self._next_to_take - self._lent + self._depth:
-            receipts = self._receipts
-            if not self._lent or receipts is None:
-                raise WouldBlock
-            received = receipts.collect(self._notify)
-            if not received:  # the ring is woken at the next receipt
-                raise WouldBlock
-            self._lent -= received
         self._next_to_claim = step + 1
         self._building += 1
         return step
@@ -174,9 +210,13 @@ class PrefetchRing(Generic[T]):
         """Wait until a step can be claimed; ``None`` when the ring is finished or closed."""
         while True:
             try:
-                return self.claim_nowait()
+                step = self.claim_nowait()
             except WouldBlock:
-                await self._wait_for_change()
+                await self._wait_to_claim()
+            else:
+                if self._claimers and (self._finished() or self._open()):
+                    self._wake_claimer()  # there is a step (or the end) for the next one too
+                return step
 
     def fill_nowait(self, step: int, value: T | None, error: BaseException | None = None) -> None:
         """Store the batch (or the error) of a claimed step."""
@@ -190,7 +230,9 @@ class PrefetchRing(Generic[T]):
         self._ready += 1
         if error is not None and (self._stop is None or step + 1 < self._stop):
             self._stop = step + 1
-        self._notify()
+            self._notify()  # builders waiting for a step past it are done
+        else:
+            self._wake_taker()
 
     def abandon_nowait(self) -> None:
         """A claimed step will not be filled (its builder was cancelled)."""
@@ -222,11 +264,11 @@ class PrefetchRing(Generic[T]):
             self._lent += 1
         if self._on_take is not None:
             self._on_take()
-        self._notify()
+        self._wake_claimer()
         if outcome.error is not None:
             self._stop = step + 1
             raise outcome.error
-        return cast(T, outcome.value)
+        return outcome.value  # type: ignore[return-value]
 
     async def take(self) -> T:
         """Wait for the batch of ``next_to_take`` and return it (or raise its error)."""
@@ -234,7 +276,10 @@ class PrefetchRing(Generic[T]):
             try:
                 return self.take_nowait()
             except WouldBlock:
-                await self._wait_for_change()
+                taker = self._taker
+                if taker is None:
+                    taker = self._taker = self._new_event()
+                await taker.wait()
 
     def fail_nowait(self, error: BaseException) -> None:
         """Make the consumer's next take raise ``error`` (the engine itself failed)."""

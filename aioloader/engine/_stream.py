@@ -65,6 +65,7 @@ class BatchStream(Generic[BatchT]):
         self._state = StreamState.NOT_STARTED
         self._cursor = cursor
         self._deferred = False  # the consumer counts deliveries itself (``received``)
+        self._builds_deferred = False  # steps read ahead are delivered unbuilt (``build``)
         self._failure: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
 
@@ -82,6 +83,17 @@ class BatchStream(Generic[BatchT]):
         """Leave the counts of delivery (and the cursor) to ``received``: for a consumer that
         takes these batches later, from a hand-off in another thread."""
         self._deferred = True
+
+    def defer_builds(self) -> bool:
+        """Deliver the steps that ``workers=0`` builds when taken as they are (``Unbuilt``),
+        for a consumer that builds them on its own thread with ``build``; whether it will
+        (not under ``workers="auto"``, whose tuner times the builds it sees)."""
+        self._builds_deferred = self._work.tuner is None
+        return self._builds_deferred
+
+    def build(self, unbuilt: Unbuilt) -> BatchT:
+        """Build a step delivered unbuilt, on the calling thread (raises the step's error)."""
+        return self._work.build_taken(unbuilt)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -159,7 +171,7 @@ class BatchStream(Generic[BatchT]):
         started = clock()
         try:
             batch = await work.ring.take()
-            if isinstance(batch, Unbuilt):
+            if isinstance(batch, Unbuilt) and not self._builds_deferred:
                 batch = work.build_now(batch)
         except StopAsyncIteration:
             self._state = StreamState.FINISHED

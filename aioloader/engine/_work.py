@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.abc
@@ -40,6 +40,7 @@ from ._threads import BuildThreads
 from ._worker_pool import WorkerPool
 
 BatchT = TypeVar("BatchT")
+ResultT = TypeVar("ResultT")
 PLANS_PER_TRIP = 16
 """The most steps one trip to a build thread plans (with workers > 0)."""
 logger = logging.getLogger("aioloader")
@@ -48,6 +49,15 @@ logger = logging.getLogger("aioloader")
 async def _in_any_thread(function: Callable[..., Any], *args: Any) -> Any:
     """``function(*args)`` in one of anyio's worker threads (streams without build threads)."""
     return await anyio.to_thread.run_sync(function, *args)
+
+
+def _never_loading(function: Callable[..., ResultT], *args: Any) -> ResultT:
+    """``function(*args)`` on a thread that must not load the kernels (an event loop's, a
+    consumer's): inside ``loading_elsewhere()`` until they are loaded, then as it is."""
+    if _backend.loaded():
+        return function(*args)
+    with _backend.loading_elsewhere():
+        return function(*args)
 
 
 def _is_cancellation(error: BaseException) -> bool:
@@ -322,6 +332,8 @@ class StreamWork(Generic[BatchT]):
 
     def _load_kernels_beside(self) -> None:
         """Load the compiled kernels in a worker thread once that compiles nothing."""
+        if _backend.loaded():
+            return
         group = self._builders
         if group is not None and not self._loading_kernels and _backend.to_load():
             self._loading_kernels = True
@@ -398,7 +410,7 @@ class StreamWork(Generic[BatchT]):
         stats.read_seconds += build_started - read_started
         inline = self._threads is None or self._inline
         if repairs is None and inline and processes is None:
-            return cast(BatchT, Unbuilt(plan, samples))
+            return Unbuilt(plan, samples)  # type: ignore[return-value]
         while True:
             try:
                 batch = await self._build(plan, samples, processes)
@@ -411,7 +423,7 @@ class StreamWork(Generic[BatchT]):
                 break
         stats.build_seconds += clock() - build_started
         stats.batches_built += 1
-        return cast(BatchT, batch)
+        return batch  # type: ignore[no-any-return]
 
     async def _build(
         self, plan: BatchPlan, samples: list[Any], processes: ProcessBuilders | None
@@ -420,10 +432,9 @@ class StreamWork(Generic[BatchT]):
         if processes is not None:
             return await processes.build(plan, samples)
         if self._threads is None or self._inline:  # with a bad-sample policy: on the loop
-            with _backend.loading_elsewhere():
-                return build_batch(
-                    plan, samples, config.transform, config.collator, config.takes_rng
-                )
+            return _never_loading(
+                build_batch, plan, samples, config.transform, config.collator, config.takes_rng
+            )
         args = (plan, samples, config.transform, config.collator, config.takes_rng)
         if self.tuner is not None:  # auto: every build on a thread is timed
             meter = self.tuner.meter
@@ -466,8 +477,7 @@ class StreamWork(Generic[BatchT]):
         epoch = step // self._steps_per_epoch
         if epoch == self._epoch_planned and not self._plans.holds(step):
             try:
-                with _backend.loading_elsewhere():
-                    return self.config.plan(step)
+                return _never_loading(self.config.plan, step)
             except Exception as error:
                 add_note(error, f"aioloader: while planning global step {step}")
                 raise
@@ -477,13 +487,22 @@ class StreamWork(Generic[BatchT]):
 
     def build_now(self, unbuilt: Unbuilt) -> BatchT:
         """Build a step read ahead with ``workers=0``, in the consumer's task."""
-        config = self.config
         self._load_kernels_beside()
+        return self.build_taken(unbuilt)
+
+    def build_taken(self, unbuilt: Unbuilt) -> BatchT:
+        """Build a step read ahead with ``workers=0`` on the thread that took it (the
+        consumer's: the loop's, or the sync facade's); never loads the kernels there."""
+        config = self.config
         started = config.clock()
-        with _backend.loading_elsewhere():
-            batch = build_batch(
-                unbuilt.plan, unbuilt.samples, config.transform, config.collator, config.takes_rng
-            )
+        batch = _never_loading(
+            build_batch,
+            unbuilt.plan,
+            unbuilt.samples,
+            config.transform,
+            config.collator,
+            config.takes_rng,
+        )
         self.counters.build_seconds += config.clock() - started
         self.counters.batches_built += 1
         return batch  # type: ignore[no-any-return]
