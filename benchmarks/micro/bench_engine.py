@@ -6,6 +6,7 @@ from pathlib import Path
 
 import anyio
 
+from aioloader import takes_plan
 from aioloader.core import BatchPlan, ShuffledSampler
 from aioloader.engine import DataLoader
 from aioloader.testing import MemoryDataset
@@ -14,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parents[2]))  # run by path: the repo root
 from benchmarks.micro._common import BACKENDS, drain, options, spread
 
 
+@takes_plan
 def trivial_collator(samples: Sequence[int], plan: BatchPlan) -> int:
     """Does nothing but touch the batch: what is left is the engine."""
     return plan.global_step + len(samples)

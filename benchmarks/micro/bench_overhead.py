@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 
-from aioloader import DataLoader, SequentialSampler
+from aioloader import DataLoader, SequentialSampler, takes_plan
 from aioloader.core import BatchPlan
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # run by path: the repo root, for benchmarks
@@ -40,6 +40,7 @@ class Suspending(Immediate):
         return self.items[index]
 
 
+@takes_plan
 def count(samples: Sequence[int], plan: BatchPlan | None) -> int:
     return len(samples)
 

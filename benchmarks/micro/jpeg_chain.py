@@ -24,7 +24,7 @@ import numpy as np
 import simplejpeg
 from PIL import Image
 
-from aioloader import JpegCropResize
+from aioloader import JpegCropResize, takes_rng
 from aioloader.core import SampleRng
 from aioloader.core import _image_chain as chain_module
 from aioloader.core._backend import use_kernels
@@ -63,6 +63,7 @@ def timed(call: Callable[..., Any]) -> Callable[..., Any]:
 def pillow_chain(chain: JpegCropResize) -> Callable[[bytes, SampleRng], Any]:
     """The same draws, decoded, cropped, resized and flipped by Pillow."""
 
+    @takes_rng
     def run(data: bytes, rng: SampleRng) -> Any:
         image = Image.open(io.BytesIO(data)).convert("RGB")
         top, left, height, width, flip = chain.draw((image.height, image.width), rng)

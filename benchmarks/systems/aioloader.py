@@ -108,9 +108,9 @@ def tar_loader(
     loader = aioloader.DataLoader(
         shards,
         sampler,
-        lambda samples, plan: collate(samples),
+        lambda samples: collate(samples),
         seed=spec["seed"],
-        transform=lambda s, rng: work(s["jpg"], s["cls"], s["id"]),
+        transform=lambda s: work(s["jpg"], s["cls"], s["id"]),
         workers=spec["workers"],
         prefetch=spec.get("prefetch", 8),
         max_inflight_reads=inflight,

@@ -24,6 +24,7 @@ from systems import aioloader as aioloader_system
 from systems import grain
 from systems import torch as torch_system
 
+from aioloader import takes_plan, takes_rng
 from aioloader.core import BatchPlan, SampleRng, ShuffledSampler
 from aioloader.engine._build import build_batch
 from aioloader.testing import MemoryDataset
@@ -47,6 +48,7 @@ def make_samples(cfg: W1PConfig) -> list[np.ndarray[Any, Any]]:
     return list(np.random.default_rng(SEED).standard_normal((cfg.samples, cfg.length)))
 
 
+@takes_rng
 def gil_transform(sample: np.ndarray[Any, Any], rng: SampleRng) -> np.ndarray[Any, Any]:
     """Pure Python over every value: holds the GIL for the whole sample."""
     values = sample.tolist()
@@ -65,12 +67,14 @@ def gil_transform(sample: np.ndarray[Any, Any], rng: SampleRng) -> np.ndarray[An
     return np.array(out[:CHECKPOINTS], np.float32)
 
 
+@takes_plan
 def collate(samples: Sequence[np.ndarray[Any, Any]], plan: BatchPlan) -> dict[str, Any]:
     """Stack the features; the batch knows its step and indices."""
     indices = plan.indices.astype(np.int64)
     return {"features": np.stack(samples), "indices": indices, "global_step": plan.global_step}
 
 
+@takes_plan
 def build_step(samples: list[Any], plan: BatchPlan) -> dict[str, Any]:
     """The engine's own batch build (per-sample rngs, transform, collate)."""
     batch: dict[str, Any] = build_batch(plan, samples, gil_transform, collate)

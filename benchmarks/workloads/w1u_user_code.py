@@ -19,7 +19,7 @@ from systems import aioloader as aioloader_system
 from systems import grain, spdl
 from systems import torch as torch_system
 
-from aioloader import ShuffledSampler
+from aioloader import ShuffledSampler, takes_plan, takes_rng
 from aioloader.core import RngStream, derive, keyed_permutation_array
 from aioloader.datasets import line_images
 
@@ -42,6 +42,7 @@ def transform(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return x * np.float32(1.5) + np.float32(0.25)
 
 
+@takes_rng
 def transform_with_rng(x: np.ndarray[Any, Any], rng: Any) -> np.ndarray[Any, Any]:
     """The same work with the rng signature: the loader derives a generator per sample."""
     return transform(x)
@@ -58,6 +59,7 @@ def collate(samples: Sequence[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
     return out
 
 
+@takes_plan
 def collate_with_plan(samples: Sequence[np.ndarray[Any, Any]], plan: Any) -> Any:
     return collate(samples)
 

@@ -134,12 +134,13 @@ def bench_loader(info: S3Info, endpoint: str, n: int, repeats: int, **knobs: Any
     The store's own limit is 256 reads, the largest hand-picked setting, so the loader's
     ``max_inflight_reads`` (tuned where not given) decides.
     """
-    from aioloader import DataLoader, SequentialSampler
+    from aioloader import DataLoader, SequentialSampler, takes_plan
 
     store = info.store(endpoint=endpoint, client_options={"pool_max_idle_per_host": "256"})
     keys = [key_of(i) for i in range(n)]
     source = ObjectStore(store, keys, decode=decode, max_concurrency=256, timeout=60.0)
 
+    @takes_plan
     def collate(samples: list[Any], plan: Any) -> list[Any]:
         check(samples, plan.indices.tolist())
         return samples

@@ -58,7 +58,7 @@ def aioloader_first_batch_seconds(items: int) -> float:
 
     from aioloader import DataLoader
 
-    def stack(samples: Sequence[int], plan: Any) -> np.ndarray:
+    def stack(samples: Sequence[int]) -> np.ndarray:
         return np.asarray(samples, dtype=np.int64)
 
     async def resume() -> float:

@@ -18,6 +18,7 @@ from systems import aioloader as aioloader_system
 from systems import grain, spdl
 from systems import torch as torch_system
 
+from aioloader import takes_rng
 from aioloader.core import ImageBatchCollator, ImageSample, ShuffledSampler, rgb8_to_planar
 from aioloader.testing import MemoryDataset
 
@@ -83,6 +84,7 @@ def decode(data: bytes, size: int = 224) -> np.ndarray[Any, Any]:
     return rgb8_to_planar(np.asarray(resized).reshape(size, 3 * size), size, MEAN, STD)
 
 
+@takes_rng
 def decode_sample(item: tuple[bytes, int], rng: Any = None) -> ImageSample:
     """``(jpeg, label)`` to an ``ImageSample`` (aioloader's transform; ``rng`` unused)."""
     return ImageSample(decode(item[0]), (), item[1])

@@ -15,7 +15,7 @@ import harness
 import numpy as np
 from systems import torch as torch_system
 
-from aioloader import JpegCropResize
+from aioloader import JpegCropResize, takes_plan, takes_rng
 from aioloader.core import BatchPlan, SampleRng, ShuffledSampler, TreeCollator, plan_batch
 from workloads import w5_jpeg
 from workloads.w5_jpeg import SEED, W5Config, make_jpegs
@@ -24,6 +24,7 @@ FIELDS = ("images", "labels", "indices")
 CHAIN = JpegCropResize(size=224, crop=(300, 360), flip=True)
 
 
+@takes_rng
 def chain_sample(item: tuple[bytes, int], rng: SampleRng) -> dict[str, Any]:
     """``(jpeg, label)`` to ``{"images": uint8 [224, 224, 3], "labels": label}``."""
     return {"images": CHAIN(item[0], rng), "labels": item[1]}
@@ -46,6 +47,7 @@ def arrays(batch: Any) -> dict[str, Any]:
     return {**batch.data, "indices": batch.indices}
 
 
+@takes_plan
 def torch_collate(samples: list[dict[str, Any]], plan: BatchPlan) -> dict[str, Any]:
     """torch's ``default_collate`` (tensors in shared memory out of workers), plus indices."""
     import torch

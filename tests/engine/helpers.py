@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aioloader import takes_plan, takes_rng
 from aioloader.core import BatchPlan, SampleRng, digest_batch
 
 
@@ -17,6 +18,7 @@ def make_samples(n: int, width: int = 6) -> list[npt.NDArray[np.float32]]:
     return [np.float32(i) + np.arange(width, dtype=np.float32) / np.float32(10) for i in range(n)]
 
 
+@takes_rng
 def jitter(sample: npt.NDArray[np.float32], rng: SampleRng) -> npt.NDArray[np.float32]:
     """A transform that uses its rng (stream 0)."""
     jittered: npt.NDArray[np.float32] = sample * rng.next_single() + np.float32(rng.next_int(7))
@@ -39,6 +41,7 @@ class TrackedBatch:
         return [("global_step", self.global_step), ("indices", self.indices), ("data", self.data)]
 
 
+@takes_plan
 class TrackingCollator:
     """Stacks samples, adds an augmentation draw (stream 1), and remembers every batch."""
 

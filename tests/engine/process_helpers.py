@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aioloader import takes_plan, takes_rng
 from aioloader._compat import add_note
 from aioloader.core import BatchPlan, ImageSample, SampleRng
 
@@ -32,6 +33,7 @@ def image_samples(n: int) -> list[ImageSample]:
     return out
 
 
+@takes_rng
 def brighten(sample: ImageSample, rng: SampleRng) -> ImageSample:
     """Scales the image by a draw of the sample's rng (stream 0)."""
     return ImageSample(sample.image * np.float32(rng.next_single()), sample.target, sample.label)
@@ -42,11 +44,13 @@ def sequences(n: int) -> list[npt.NDArray[np.int64]]:
     return [np.arange(1 + i % 7, dtype=np.int64) + 100 * i for i in range(n)]
 
 
+@takes_rng
 def shift(sample: npt.NDArray[np.int64], rng: SampleRng) -> npt.NDArray[np.int64]:
     """Adds a draw of the sample's rng."""
     return sample + rng.next_int(1000)
 
 
+@takes_plan
 def dict_collator(samples: Sequence[Any], plan: BatchPlan) -> dict[str, Any]:
     """A user collator returning a dict of arrays, a scalar and a nested tuple."""
     stacked = np.stack([np.asarray(s, np.float64) for s in samples])
@@ -64,6 +68,7 @@ def rows(n: int, width: int = 8) -> list[npt.NDArray[np.float64]]:
 
 
 @dataclass(frozen=True)
+@takes_rng
 class Crash:
     """A transform that fails on dataset value ``at`` (the first element of the sample).
 
@@ -84,6 +89,7 @@ class Crash:
         return sample
 
 
+@takes_rng
 def wait_for_fifo(sample: Any, rng: SampleRng) -> Any:
     """Blocks until something is written to the FIFO named by ``sample[1]``."""
     value, fifo = sample
@@ -118,6 +124,7 @@ def shm_entries(prefix: str = "aioloader") -> list[str]:
     return sorted(p.name for p in shm.iterdir() if p.name.startswith(prefix))
 
 
+@takes_rng
 class BrokenInWorker:
     """Pickles fine, but fails to unpickle (as a module missing in the worker would)."""
 
@@ -139,6 +146,7 @@ class Opaque:
         raise TypeError("Opaque objects do not pickle")
 
 
+@takes_plan
 def opaque_collator(samples: Sequence[Any], plan: BatchPlan) -> dict[str, Any]:
     """Returns a batch that cannot leave the worker."""
     return {"x": np.stack(samples), "handle": Opaque()}

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aioloader import LoaderClosedError
+from aioloader import LoaderClosedError, takes_rng
 from aioloader.core import SampleRng, SequentialSampler
 from aioloader.engine import DataLoader
 from aioloader.engine._stream import StreamState
@@ -53,6 +53,7 @@ RAISERS = [
 
 
 def make_loader(raiser: Any, workers: int) -> DataLoader[Any, Any]:
+    @takes_rng
     def transform(sample: Any, rng: SampleRng) -> Any:
         if int(sample[0]) == FAILING_INDEX:
             raiser()

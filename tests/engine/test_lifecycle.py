@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import sniffio
 
-from aioloader import LoaderClosedError
+from aioloader import LoaderClosedError, takes_plan
 from aioloader.core import (
     BatchPlan,
     BufferPool,
@@ -351,5 +351,6 @@ def test_every_batch_supports_with_and_keeps_its_step_after_release() -> None:
     assert (images.global_step, images.epoch, images.step) == (1, 0, 1)
 
 
+@takes_plan
 def _collate_lists(samples: Sequence[Any], plan: BatchPlan) -> list[Any]:
     return list(samples)

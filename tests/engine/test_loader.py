@@ -10,7 +10,7 @@ import anyio
 import numpy as np
 import pytest
 
-from aioloader import LoaderClosedError
+from aioloader import LoaderClosedError, takes_rng
 from aioloader.core import SampleRng, SequentialSampler, ShuffledSampler, digest_batch, plan_batch
 from aioloader.engine import DataLoader
 from aioloader.testing import FailingDataset, MemoryDataset, SlowDataset, StackCollator
@@ -115,6 +115,7 @@ async def test_stream_ends_after_error_without_context_manager() -> None:
 
 
 async def test_transform_and_collator_errors_carry_notes() -> None:
+    @takes_rng
     def bad_transform(sample: Any, rng: SampleRng) -> Any:
         if sample[0] == 6:
             raise ValueError("bad sample")
@@ -248,9 +249,9 @@ def test_constructor_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="fewer items than one batch"):
         DataLoader(dataset, SequentialSampler(1, 2), StackCollator(), seed=0)
     with pytest.raises(TypeError, match=r"^dataset must have async get_sample"):
-        DataLoader(object(), sampler, StackCollator(), seed=0)  # type: ignore[arg-type]
+        DataLoader(object(), sampler, StackCollator(), seed=0)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"^collator must be callable but got int$"):
-        DataLoader(dataset, sampler, 3, seed=0)  # type: ignore[arg-type]
+        DataLoader(dataset, sampler, 3, seed=0)  # type: ignore[call-overload]
     loader = DataLoader(dataset, sampler, StackCollator(), seed=0)
     with pytest.raises(ValueError, match=r"^state\['seed'\] must equal the loader's seed 0"):
         loader.load_state_dict({"seed": 1, "next_step": 3})

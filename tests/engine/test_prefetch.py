@@ -19,6 +19,7 @@ import anyio.lowlevel
 import numpy as np
 import pytest
 
+from aioloader import takes_plan
 from aioloader.core import BatchPlan, SequentialSampler
 from aioloader.engine import AutoTune, DataLoader, RingStatistics
 
@@ -47,6 +48,7 @@ class CountingDataset:
         return self.samples[index]
 
 
+@takes_plan
 class CountingCollator:
     """Counts the steps it builds (in build threads or on the loop)."""
 

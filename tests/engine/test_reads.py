@@ -11,7 +11,7 @@ import anyio.lowlevel
 import numpy as np
 import pytest
 
-from aioloader import LoaderClosedError
+from aioloader import LoaderClosedError, takes_plan, takes_rng
 from aioloader.core import BatchPlan, SequentialSampler, ShuffledSampler
 from aioloader.engine import DataLoader, _reads
 from aioloader.engine._build import build_batch, transform_takes_rng
@@ -224,6 +224,7 @@ async def test_in_memory_sync_dataset_is_read_on_the_loop_thread() -> None:
             seen.add(threading.get_ident())
             return index
 
+    @takes_plan
     def collate(samples: Sequence[int], plan: BatchPlan) -> list[int]:
         return list(samples)
 
@@ -240,12 +241,13 @@ def test_a_transform_of_one_parameter_gets_no_rng() -> None:
     def plain(sample: Any) -> Any:
         return sample * 2
 
+    @takes_rng
     def with_rng(sample: Any, rng: Any) -> Any:
         return sample * 2
 
     assert not transform_takes_rng(plain)
     assert transform_takes_rng(with_rng)
-    assert transform_takes_rng(lambda *args: args[0])
+    assert transform_takes_rng(takes_rng(lambda *args: args[0]))
     sampler = SequentialSampler(8, 4)
     a = DataLoader(
         MemoryDataset(make_samples(8)), sampler, StackCollator(), seed=0, transform=plain

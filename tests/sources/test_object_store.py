@@ -11,7 +11,7 @@ import obstore
 import pytest
 from obstore.store import MemoryStore
 
-from aioloader import ObjectNotFoundError, SourceError
+from aioloader import ObjectNotFoundError, SourceError, takes_plan
 from aioloader._protocols import BatchedDataset
 from aioloader.sources._decode import decode_npy
 from aioloader.sources._object_store import ObjectStore, ObjectStoreStatistics, RetryPolicy
@@ -272,6 +272,7 @@ async def test_end_to_end_through_the_engine(s3_server: S3Info, s3_prefix: str) 
     _upload(s3_server, s3_prefix, {f"{i:03d}.npy": _npy(arrays[i]) for i in range(48)})
     source = ObjectStore(s3_server.store(), prefix=s3_prefix, decode=decode_npy)
 
+    @takes_plan
     def collate(samples: Sequence[np.ndarray], plan: BatchPlan) -> list[np.ndarray]:
         return list(samples)
 

@@ -9,6 +9,7 @@ import anyio
 import pytest
 from obstore.store import MemoryStore
 
+from aioloader import takes_plan
 from aioloader.core import SequentialSampler, ShuffledSampler, digest_stream
 from aioloader.core._plan import BatchPlan
 from aioloader.engine import DataLoader
@@ -141,6 +142,7 @@ def test_block_shuffle_costs_one_request_per_shard(
     assert got.fetched[0] <= DATASET
 
 
+@takes_plan
 def _collate(samples: Any, plan: BatchPlan) -> list[bytes]:
     return [sample["bin"] for sample in samples]
 
