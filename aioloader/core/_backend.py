@@ -103,10 +103,11 @@ def to_load() -> bool:
     return state == FILLED
 
 
-def loaded() -> bool:
-    """Whether the compiled kernels are loaded in this process (then nothing loads them
-    again: a hot path may skip ``to_load()`` and ``loading_elsewhere()``)."""
-    return _loaded is not None
+def settled() -> bool:
+    """Whether nothing is left to load: the compiled kernels are loaded, or
+    ``use_kernels("numpy")`` is in force. A hot path may then skip ``to_load()`` and
+    ``loading_elsewhere()``."""
+    return _loaded is not None or _choice == "numpy"
 
 
 def load_kernels() -> str:

@@ -53,8 +53,8 @@ async def _in_any_thread(function: Callable[..., Any], *args: Any) -> Any:
 
 def _never_loading(function: Callable[..., ResultT], *args: Any) -> ResultT:
     """``function(*args)`` on a thread that must not load the kernels (an event loop's, a
-    consumer's): inside ``loading_elsewhere()`` until they are loaded, then as it is."""
-    if _backend.loaded():
+    consumer's): inside ``loading_elsewhere()`` until nothing is left to load."""
+    if _backend.settled():
         return function(*args)
     with _backend.loading_elsewhere():
         return function(*args)
@@ -332,7 +332,7 @@ class StreamWork(Generic[BatchT]):
 
     def _load_kernels_beside(self) -> None:
         """Load the compiled kernels in a worker thread once that compiles nothing."""
-        if _backend.loaded():
+        if _backend.settled():
             return
         group = self._builders
         if group is not None and not self._loading_kernels and _backend.to_load():
