@@ -4,12 +4,16 @@ Each shard is indexed once (see ``_tar_index`` for the rules: formats, grouping 
 rejected names). The index may be saved as JSON in ``index_dir`` (the shards' own directory
 puts it beside them) and is reused while the shard's size and version tag are unchanged.
 After that a sample costs one ranged read covering its members: a positional read for a
-local file, a ranged GET for an object store. A batch (``get_samples``) coalesces the spans
-of its samples: spans of one shard closer than ``coalesce_gap`` bytes are read with one
-request (up to ``max_request_bytes``), so a batch that lies in one shard region costs one
-GET. With ``cache=KnownFutureCache(...)`` batches go through the cache, which the loader
-tells its plan (``plan_reads``) and which reads by it: whole runs of shards ahead of need,
-in two tiers (memory and disk) evicted by next use (``docs/object-storage.md``).
+local file, a ranged GET for an object store. A batch (``get_samples``) reads each sample's
+own bytes and coalesces only where a request costs more than the gap: ``coalesce_gap`` is
+the cost of one request expressed in bytes (default 32 KiB), and two spans of one shard are
+read with one request when the bytes between them are at most that (and the request stays
+within ``max_request_bytes``); the requests run in parallel. So the tar headers between
+neighbours are read, the bytes of a sample the batch does not want (an image: tens of KB)
+are not, and an epoch reads about the dataset once. With ``cache=KnownFutureCache(...)``
+batches go through the cache, which the loader tells its plan (``plan_reads``) and which
+reads by it: whole runs of shards ahead of need, in two tiers (memory and disk) evicted by
+next use (``docs/object-storage.md``).
 
 A sample is a dict: ``{"__key__": key, field: bytes, ...}``, passed through ``decode``.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
@@ -58,6 +62,8 @@ REMOTE_CHUNK = 4 << 20
 """Bytes per ranged GET while indexing a shard in an object store."""
 REMOTE_AHEAD = 4
 """Chunks of one shard fetched in parallel ahead of the header scan."""
+COALESCE_GAP = 32 << 10
+"""What one request costs, in bytes: a batch's gaps up to this are read, not requested around."""
 
 
 class TarShardsOptions(TypedDict, total=False):
@@ -135,8 +141,10 @@ class TarShards(Generic[SampleT]):
         timeout: Seconds per request to the store.
         retries: Retry policy of the store's requests.
         index_threads: Shards indexed at the same time.
-        coalesce_gap: A batch's spans of one shard closer than this many bytes are read
-            with one request (the bytes between them are read and dropped).
+        coalesce_gap: The cost of one request, in bytes: two of a batch's spans of one
+            shard at most this many bytes apart are read with one request (the bytes
+            between them are read and dropped), farther ones with a request each, in
+            parallel. 0 reads each sample alone, ranges that touch aside.
         max_request_bytes: Largest coalesced read.
         cache: A ``KnownFutureCache`` that batches are read through; the loader tells it
             the plan when a stream starts.
@@ -171,7 +179,7 @@ class TarShards(Generic[SampleT]):
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
         index_threads: int = 8,
-        coalesce_gap: int = 256 << 10,
+        coalesce_gap: int = COALESCE_GAP,
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None:
@@ -429,13 +437,23 @@ class TarShards(Generic[SampleT]):
             data = await self.read_range(*self.span_of(index))
         return self._assemble(index, data)
 
+    def plan_ranges(self, spans: Iterable[ByteRange]) -> list[ByteRange]:
+        """The requests that read ``spans`` (a batch's, without a cache): the coalescing rule.
+
+        Two spans of one shard merge when the gap between them is at most ``coalesce_gap``
+        bytes (reading the gap costs less than a request) and the merged range stays within
+        ``max_request_bytes``; the rest are a request each. Ordered by shard (in order of
+        first appearance), then by start.
+        """
+        return coalesce(spans, self.coalesce_gap, self.max_request_bytes)
+
     async def read_samples(self, indices: Sequence[int]) -> list[TarSample]:
         """The undecoded sample dicts of one batch, read with coalesced ranges."""
         if self.cache is not None:
             datas = await self.cache.read(indices)
             return [self._assemble(i, d) for i, d in zip(indices, datas, strict=True)]
         spans = {int(index): self.span_of(index) for index in indices}
-        ranges = coalesce(spans.values(), self.coalesce_gap, self.max_request_bytes)
+        ranges = self.plan_ranges(spans.values())
 
         async def read_one(byte_range: ByteRange) -> bytes:
             try:
