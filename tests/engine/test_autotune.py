@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from aioloader import AutoTune
+from aioloader import AutoTune, takes_rng
 from aioloader.core import SampleRng, ShuffledSampler
 from aioloader.core._autotune import Knobs
 from aioloader.engine import DataLoader
@@ -111,6 +111,7 @@ def gil_like_loader(clock: FakeClock, in_thread: float, max_workers: int) -> Dat
     """A loader whose transform costs ``in_thread`` clock seconds a sample in a build thread
     and 1.0 built inline, one step in flight (``prefetch=1``)."""
 
+    @takes_rng
     def transform(sample: npt.NDArray[np.float32], rng: SampleRng) -> Any:
         threaded = threading.current_thread().name.startswith("aioloader-build")
         clock.advance(in_thread if threaded else 1.0)

@@ -373,10 +373,12 @@ import sys
 import anyio
 import numpy as np
 from aioloader.core import SequentialSampler
+from aioloader import takes_plan
 from aioloader.engine import DataLoader
 from aioloader.testing import MemoryDataset
 
 
+@takes_plan
 def collate(samples, plan):
     return {"x": np.stack(samples), "step": plan.global_step}
 
@@ -492,7 +494,7 @@ def test_bad_arguments_are_rejected() -> None:
     with pytest.raises(ValueError, match="mp_context must be 'spawn' or 'forkserver'"):
         ProcessBuilders(1, None, dict_collator, mp_context="fork")
     with pytest.raises(TypeError, match="transform and collator must pickle"):
-        ProcessBuilders(1, lambda sample, rng: sample, dict_collator)
+        ProcessBuilders(1, lambda sample: sample, dict_collator)
 
 
 def test_a_pool_pickles_as_an_empty_pool() -> None:
