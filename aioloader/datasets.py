@@ -1,4 +1,7 @@
-"""Built-in synthetic datasets: the workloads of the demo, the quickstart and the benchmarks.
+"""Built-in datasets: ``MemoryDataset`` (samples held in a list) and the synthetic workloads
+of the demo, the quickstart and the benchmarks.
+
+The test doubles of ``aioloader.testing`` build on these; nothing here imports them.
 
 >>> import anyio
 >>> dataset = line_images(count=4, height=2, min_width=3, max_width=5)
@@ -8,12 +11,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
 import numpy as np
 
 from .core._images import ImageSample
-from .testing import MemoryDataset
 
-__all__ = ("line_images",)
+__all__ = ("MemoryDataset", "line_images")
+
+SampleT = TypeVar("SampleT")
+
+
+class MemoryDataset(Generic[SampleT]):
+    """Samples held in a list; reads complete at once (the engine's cost alone)."""
+
+    def __init__(self, samples: Sequence[SampleT]) -> None:
+        self._samples = list(samples)
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    async def get_sample(self, index: int) -> SampleT:
+        """The sample at ``index``."""
+        return self._samples[index]
+
+    async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:
+        """The samples at ``indices``, in order, in one call."""
+        return list(map(self._samples.__getitem__, indices))
 
 
 def line_images(

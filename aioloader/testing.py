@@ -1,6 +1,7 @@
 """Test doubles for your own tests of code that uses a loader.
 
-- ``MemoryDataset(samples)``: samples held in a list, read at once (the engine's cost alone).
+- ``MemoryDataset(samples)``: samples held in a list, read at once (the engine's cost alone;
+  defined in ``aioloader.datasets``, with the built-in datasets it holds).
 - ``SlowDataset(inner, max_delay, seed)``: each read waits a reproducible pseudo-random
   time, so reads complete out of order; counts reads and the peak number in flight.
 - ``FailingDataset(inner, fail_at, error_type)``: reading an index in ``fail_at`` raises.
@@ -30,26 +31,19 @@ import numpy.typing as npt
 from .core import takes_plan
 from .core._plan import BatchPlan
 from .core._rng import mix
+from .datasets import MemoryDataset as MemoryDataset
+
+__all__ = (
+    "ArrayBatch",
+    "FailingDataset",
+    "MemoryDataset",
+    "SlowDataset",
+    "StackCollator",
+    "check_dataset",
+    "check_dataset_async",
+)
 
 SampleT = TypeVar("SampleT")
-
-
-class MemoryDataset(Generic[SampleT]):
-    """Samples held in a list; reads complete at once (the engine's cost alone)."""
-
-    def __init__(self, samples: Sequence[SampleT]) -> None:
-        self._samples = list(samples)
-
-    def __len__(self) -> int:
-        return len(self._samples)
-
-    async def get_sample(self, index: int) -> SampleT:
-        """The sample at ``index``."""
-        return self._samples[index]
-
-    async def get_samples(self, indices: Sequence[int]) -> list[SampleT]:
-        """The samples at ``indices``, in order, in one call."""
-        return list(map(self._samples.__getitem__, indices))
 
 
 class SlowDataset(Generic[SampleT]):

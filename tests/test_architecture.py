@@ -20,11 +20,11 @@ LINTED = [
 # sub-package or a top-level module) may import its own modules and the units of lower
 # layers, never a unit of its own layer or of a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_compat", "_errors", "_argtypes", "_files", "_progress", "_threadsafe"),  # no domain
+    ("_compat", "_errors", "_files", "_progress", "_threadsafe"),  # no domain
     ("core",),  # pure: rng, samplers, plans, collation, pool
-    ("_protocols", "testing"),
+    ("_protocols",),
     ("engine", "sources", "datasets"),
-    ("sinks", "interop"),
+    ("sinks", "interop", "testing"),
     ("ingest",),
     ("cli",),
     ("__init__", "__main__"),  # the public facade and ``python -m aioloader``
@@ -35,6 +35,10 @@ FORBIDDEN = {
     "core": {"anyio", "aiofiles", "obstore", "torch", "trio", "sniffio", "jax"},
     "engine": {"torch", "obstore", "aiofiles"},
 }
+
+# The units the library is made of: everything but the command line and the facades.
+COMMAND_LINE = {"cli", "__main__"}
+LIBRARY = {unit for layer in LAYERS for unit in layer} - COMMAND_LINE - {"__init__"}
 
 
 def _module_name(path: Path) -> str:
@@ -118,6 +122,46 @@ def test_import_direction(layer: str) -> None:
             for banned in FORBIDDEN[layer]:
                 if name == banned or name.startswith(banned + "."):
                     offending.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offending == []
+
+
+def test_command_line_parsing_lives_in_cli() -> None:
+    """argparse (and so every option and argument type) is imported by ``cli/`` alone."""
+    offending = []
+    for name, path in _package_modules().items():
+        if _unit(name) in COMMAND_LINE:
+            continue
+        for imported in _imports(path):
+            if imported == "argparse" or imported.startswith("argparse."):
+                offending.append(f"{path.relative_to(ROOT)} imports {imported}")
+    assert offending == []
+
+
+def test_every_helper_of_no_domain_serves_the_library() -> None:
+    """A ground-floor module that only the command line imports belongs in ``cli/``."""
+    importers: dict[str, set[str]] = {unit: set() for unit in LAYERS[0]}
+    for name, path in _package_modules().items():
+        for imported in _imports(path):
+            target = _unit(imported) if imported.startswith("aioloader.") else ""
+            if target in importers and _unit(name) != target:
+                importers[target].add(_unit(name))
+    only_the_command_line = {
+        f"aioloader.{unit} (imported by {sorted(users)})"
+        for unit, users in importers.items()
+        if not users & LIBRARY
+    }
+    assert only_the_command_line == set()
+
+
+def test_the_library_never_imports_the_test_doubles() -> None:
+    """``aioloader.testing`` is for users' tests: no module of the package imports it."""
+    offending = [
+        f"{path.relative_to(ROOT)} imports {imported}"
+        for name, path in _package_modules().items()
+        if _unit(name) != "testing"
+        for imported in _imports(path)
+        if imported == "aioloader.testing"
+    ]
     assert offending == []
 
 

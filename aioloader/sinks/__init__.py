@@ -11,6 +11,7 @@ from ._manifest import ShardRecord as ShardRecord
 from ._read_back import open_shards as open_shards
 from ._read_back import read_failures as read_failures
 from ._read_back import read_manifest as read_manifest
+from ._store_errors import short_reason as short_reason
 from ._tar_writer import MANIFEST_NAME as MANIFEST_NAME
 from ._tar_writer import TarShardWriter as TarShardWriter
 from ._tar_writer import WriterStatistics as WriterStatistics
@@ -30,4 +31,5 @@ __all__ = (
     "open_shards",
     "read_failures",
     "read_manifest",
+    "short_reason",
 )

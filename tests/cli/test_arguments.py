@@ -1,4 +1,4 @@
-"""aioloader.cli._arguments: the options several subcommands declare the same way."""
+"""aioloader.cli._arguments: argument types, and options several subcommands declare alike."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ from typing import NoReturn
 
 import pytest
 
-from aioloader.cli._arguments import add_loader_settings, add_option, positive
+from aioloader.cli._arguments import (
+    BACKENDS,
+    add_loader_settings,
+    add_option,
+    non_negative,
+    options_named,
+    positive,
+    positive_float,
+    run_backend,
+)
 
 
 class _UsageError(Exception):
@@ -44,3 +53,47 @@ def test_loader_settings_are_workers_and_prefetch_with_their_defaults() -> None:
     assert "--prefetch N ring slots (default 8)" in described
     with pytest.raises(_UsageError, match=r"^argument --workers: must be >= 0 but got -1$"):
         parser.parse_args(["--workers", "-1"])
+
+
+def test_integers_are_parsed_and_bounded() -> None:
+    assert [non_negative("0"), non_negative("7"), positive("1"), positive("12")] == [0, 7, 1, 12]
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be >= 0 but got -1"):
+        non_negative("-1")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be >= 1 but got 0"):
+        positive("0")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be an integer but got '2.5'"):
+        positive("2.5")
+
+
+def test_positive_floats_are_finite_and_above_zero() -> None:
+    assert positive_float("0.25") == 0.25
+    for text, message in (
+        ("0", "must be a finite number > 0 but got 0"),
+        ("inf", "must be a finite number > 0 but got inf"),
+        ("x", "must be a number but got 'x'"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            positive_float(text)
+
+
+@pytest.mark.parametrize("text", ["-5", "-1", "0"])
+def test_positive_says_the_same_rule_for_every_value_below_one(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        positive(text)
+    assert str(caught.value) == f"must be >= 1 but got {int(text)}"
+
+
+def test_options_named_hands_over_the_named_options_only() -> None:
+    args = argparse.Namespace(seed=3, steps=10, quiet=True, stop=None)
+    assert options_named(args, "steps", "stop") == {"steps": 10, "stop": None}
+    assert options_named(args) == {}
+    with pytest.raises(AttributeError, match="'Namespace' object has no attribute 'start'"):
+        options_named(args, "seed", "start")
+
+
+def test_every_backend_choice_maps_to_anyio_run_arguments() -> None:
+    assert [run_backend(name) for name in BACKENDS] == [
+        ("asyncio", {}),
+        ("asyncio", {"use_uvloop": True}),
+        ("trio", {}),
+    ]
