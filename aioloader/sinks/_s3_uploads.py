@@ -5,10 +5,16 @@ itself, so a writer killed mid-upload leaves parts that stay stored (and billed)
 bucket lifecycle rule removes them. This module makes the two S3 calls that clean them
 up, ``ListMultipartUploads`` and ``AbortMultipartUpload``, as plain HTTPS requests signed
 with AWS Signature Version 4, using the store's own endpoint, region and static
-credentials (``store.config``, or the ``AWS_*`` variables obstore read them from). It was
-chosen over a journal of upload ids because obstore does not expose the id of the uploads
-it starts, and listing also finds uploads that a journal written before the crash would
-miss.
+credentials (``store.config``, or the ``AWS_*`` variables obstore read them from).
+
+Why not obstore itself (checked against obstore 0.12): ``put`` runs a multipart upload
+whole in Rust and neither returns nor takes the upload's id, so a writer cannot record the
+id in its lease before the first part; obstore binds no ``MultipartStore`` (no
+``create_multipart``, no ``abort_multipart(path, id)``) and has no listing of pending
+uploads; it aborts only an upload that fails in a process still running (a SIGKILLed one
+runs no code); and ``obstore.sign`` presigns a bare object path (a ``?uploadId=`` is
+quoted into the key), so it cannot sign these calls either. Listing also finds uploads
+that a journal written before the crash would miss.
 
 A store without static credentials in its config (credentials from a provider chain)
 cannot be signed here: ``S3Uploads.for_store`` returns None.

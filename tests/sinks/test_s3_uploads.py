@@ -1,10 +1,20 @@
-"""aioloader.sinks._s3_uploads: AWS Signature Version 4, checked against AWS's own examples."""
+"""aioloader.sinks._s3_uploads: AWS Signature Version 4, checked against AWS's own examples;
+the uploads a killed writer left, aborted by the next one (on the real S3 server)."""
 
 from __future__ import annotations
 
 import datetime
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from aioloader.sinks._s3_uploads import SigV4Credentials
+from aioloader.sinks import TarShardWriter
+from aioloader.sinks._s3_uploads import S3Uploads, SigV4Credentials
+from tests._support.s3 import S3Info
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The example credentials of AWS's Signature Version 4 documentation.
 ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
@@ -54,3 +64,49 @@ def test_a_session_token_is_signed_and_neither_secret_is_in_the_repr() -> None:
     assert repr(credentials) == (
         "SigV4Credentials(region='eu-west-1', access_key_id='AKIAIOSFODNN7EXAMPLE')"
     )
+
+
+_WRITER_KILLED_MID_UPLOAD = """
+import sys, anyio
+sys.path.insert(0, {root!r})
+from aioloader.sinks import TarShardWriter
+from tests._support.s3 import S3Info
+
+async def main():
+    writer = TarShardWriter({prefix!r}, store=S3Info(**{info!r}).store(), max_samples=16,
+                            part_size=5 * 1024 * 1024)
+    for i in range(10_000):  # 48 MB shards in ten parts each, until killed
+        await writer.write(f"k{{i:05d}}", {{"bin": bytes([i % 256]) * 3_000_000}}, position=i)
+
+anyio.run(main)
+"""
+
+
+def test_an_upload_a_killed_writer_left_is_aborted_by_the_next_writer(
+    s3_server: S3Info, s3_prefix: str
+) -> None:
+    store = s3_server.store()
+    uploads = S3Uploads.for_store(store)
+    assert uploads is not None
+    info = {
+        "endpoint": s3_server.endpoint,
+        "bucket": s3_server.bucket,
+        "access_key_id": s3_server.access_key_id,
+        "secret_access_key": s3_server.secret_access_key,
+    }
+    script = _WRITER_KILLED_MID_UPLOAD.format(root=str(ROOT), info=info, prefix=s3_prefix)
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    pending: list[tuple[str, str]] = []
+    deadline = time.monotonic() + 120
+    while process.poll() is None and not pending and time.monotonic() < deadline:
+        pending = list(uploads.pending(s3_prefix))  # watch the server: no event to wait on
+    process.send_signal(signal.SIGKILL)  # in the middle of a shard's multipart upload
+    _, errors = process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGKILL, errors
+    assert len(pending) == 1
+    assert pending[0][0].startswith(s3_prefix + "shard-")
+    resumed = TarShardWriter(s3_prefix, store=store, max_samples=16, resume=True)
+    resumed.abort()  # opening it took the lease and aborted what the killed writer left
+    assert list(uploads.pending(s3_prefix)) == []
