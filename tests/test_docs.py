@@ -127,7 +127,7 @@ def _s3_shards(stack: ExitStack, request: pytest.FixtureRequest) -> dict[str, An
         obstore.put(store, key, _tar_bytes(shard * 64, 64))
         keys.append(key)
 
-    def collate(samples: list[dict[str, Any]], plan: Any) -> list[str]:
+    def collate(samples: list[dict[str, Any]]) -> list[str]:
         return [sample["__key__"] for sample in samples]
 
     return {"store": store, "keys": keys, "collate": collate, "seed": 7, "start_step": 3}
