@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import kernels as kernels  # fills the core's kernel slot: compiled kernels run
 from ._errors import AioloaderError as AioloaderError
 from ._errors import BufferReleasedError as BufferReleasedError
 from ._errors import CollateError as CollateError

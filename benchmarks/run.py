@@ -84,7 +84,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def load_kernels(log: harness.Log) -> str:
     """Load the compiled kernels before any row runs, so that no round measures ``auto``'s
     numpy stand-in while a cold cache compiles; says which ran (``AIOLOADER_KERNELS``)."""
-    from aioloader.core import _backend
+    from aioloader.kernels import _selection as _backend
 
     if _backend.chosen() == "numpy" or _backend.load() is None:
         log("the numpy reference builds every batch (no compiled kernels)")

@@ -1,4 +1,11 @@
-"""The house rules of docs/architecture.md: layers, no import cycles, lint and types."""
+"""The house rules of docs/architecture.md: layers, faces, a pure core, no cycles, lint, types.
+
+Faces: a module of the package imports another unit through that unit's package
+(``from ..sinks import TarShardWriter``), never through one of its private modules (a path
+part that starts with ``_`` below the unit: ``from ..sinks._tar_writer import ...``). Inside
+a unit, its modules import each other freely. ``tests/`` and ``benchmarks/`` are not
+checked: white-box tests may import the private modules they test.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ LINTED = [
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_compat", "_errors", "_files", "_progress", "_threadsafe"),  # no domain
     ("core",),  # pure: rng, samplers, plans, collation, pool
-    ("_protocols",),
+    ("_protocols", "kernels"),  # kernels: compiling, caching, choosing the batch kernels
     ("engine", "sources", "datasets"),
     ("sinks", "interop", "testing"),
     ("ingest",),
@@ -30,9 +37,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "__main__"),  # the public facade and ``python -m aioloader``
 )
 
-# Third-party packages a layer must not import (core stays pure; engine stays portable).
+# Packages a layer must not import (core stays pure; engine stays portable). The core does
+# no I/O and starts no thread or process: no process or thread machinery, no sockets or
+# file locks, no raw memory, no numba (compiling and loading kernels is ``kernels/``).
 FORBIDDEN = {
-    "core": {"anyio", "aiofiles", "obstore", "torch", "trio", "sniffio", "jax"},
+    "core": {"anyio", "aiofiles", "obstore", "torch", "trio", "sniffio", "jax"}
+    | {"asyncio", "concurrent", "subprocess", "multiprocessing", "_thread", "socket"}
+    | {"selectors", "fcntl", "tempfile", "shutil", "atexit", "mmap", "ctypes", "io"}
+    | {"numba", "llvmlite", "aioloader.kernels"},
     "engine": {"torch", "obstore", "aiofiles"},
 }
 
@@ -122,6 +134,76 @@ def test_import_direction(layer: str) -> None:
             for banned in FORBIDDEN[layer]:
                 if name == banned or name.startswith(banned + "."):
                     offending.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offending == []
+
+
+# What the core may not call: file I/O (``open``, ``os``'s file and process calls, a
+# path's readers and writers) and thread starts. ``threading`` itself is allowed for its
+# locks (a pool and a sampler are shared by build threads); ``Thread`` and ``Timer`` are not.
+CORE_FORBIDDEN_CALLS = {"open", "Thread", "Timer", "start_new_thread", "fork", "system"}
+CORE_FORBIDDEN_CALLS |= {"popen", "spawnv", "execv", "read_text", "read_bytes", "write_text"}
+CORE_FORBIDDEN_CALLS |= {"write_bytes", "touch", "unlink", "mkdir", "makedirs", "remove"}
+CORE_FORBIDDEN_CALLS |= {"rename", "replace_file", "listdir", "scandir", "iterdir", "glob"}
+CORE_FORBIDDEN_CALLS |= {"lockf", "flock", "run_sync", "to_thread", "submit"}
+
+
+def _forbidden_calls(path: Path, root: Path = ROOT) -> list[str]:
+    """The calls in ``path`` whose name (``f(...)`` or ``x.f(...)``) is forbidden in core."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        f"{path.relative_to(root)}:{node.lineno} calls {name}()"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for name in [getattr(node.func, "id", None) or getattr(node.func, "attr", "")]
+        if name in CORE_FORBIDDEN_CALLS
+    ]
+
+
+def test_the_core_does_no_io_and_starts_no_thread_or_process() -> None:
+    """Checked statically: no module of ``core/`` calls what reads or writes files or
+    starts a thread or process (its imports are checked by ``test_import_direction``)."""
+    offending = [
+        found
+        for path in sorted((PACKAGE / "core").rglob("*.py"))
+        for found in _forbidden_calls(path)
+    ]
+    assert offending == []
+
+
+def test_the_core_checks_would_catch_a_thread_and_a_file(tmp_path: Path) -> None:
+    module = tmp_path / "aioloader" / "core" / "_bad.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("import threading\nthreading.Thread(target=print).start()\nopen('x')\n")
+    found = sorted(line.split(":", 1)[1] for line in _forbidden_calls(module, tmp_path))
+    assert found == ["2 calls Thread()", "3 calls open()"]
+
+
+def _private_reach(importer: str, imported: str) -> bool:
+    """Whether ``importer`` imports another unit's private module (``aioloader.u._m``)."""
+    if not imported.startswith("aioloader."):
+        return False
+    parts = imported.split(".")
+    return _unit(imported) != _unit(importer) and any(p.startswith("_") for p in parts[2:])
+
+
+def test_private_reach_is_told_from_a_face() -> None:
+    assert _private_reach("aioloader.ingest._pipeline", "aioloader.sinks._manifest")
+    assert _private_reach("aioloader.cli._demo", "aioloader.engine._loader")
+    assert _private_reach("aioloader.sinks._tar_writer", "aioloader.sources._tar_index")
+    assert not _private_reach("aioloader.ingest._pipeline", "aioloader.sinks")
+    assert not _private_reach("aioloader.engine._work", "aioloader.engine._ring")
+    assert not _private_reach("aioloader.cli._demo", "aioloader._errors")
+    assert not _private_reach("aioloader.__init__", "aioloader.interop.torch")
+
+
+def test_units_meet_through_their_faces() -> None:
+    """No module imports another unit's private module, only that unit's package."""
+    offending = [
+        f"{path.relative_to(ROOT)} imports {imported}"
+        for name, path in _package_modules().items()
+        for imported in sorted(_imports(path))
+        if _private_reach(name, imported)
+    ]
     assert offending == []
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..core import _backend
+from .. import kernels as selection
 
 COMPILING = "compiling the batch kernels (once per machine and numba version: seconds)"
 """Printed to standard error when, and only when, the kernels compile before they load."""
@@ -19,16 +19,16 @@ def ready_kernels() -> tuple[str, str]:
     Returns:
         ``("numba", why)`` or ``("numpy", why)``.
     """
-    if _backend.compiles():
+    if selection.compiles():
         print(COMPILING, file=sys.stderr, flush=True)
-    kernels = _backend.load_kernels()
+    kernels = selection.load_kernels()
     return kernels, kernels_note(kernels)
 
 
 def kernels_note(kernels: str) -> str:
     """Why ``kernels`` run: chosen, failed to load, or loaded from numba's cache."""
-    if _backend.chosen() == "numpy":
+    if selection.chosen() == "numpy":
         return "AIOLOADER_KERNELS=numpy"
     if kernels == "numpy":
-        return f"the compiled kernels could not load: {_backend.failure()}"
+        return f"the compiled kernels could not load: {selection.failure()}"
     return "compiled once per machine, then loaded from numba's cache"

@@ -3,8 +3,9 @@
 Synchronous, numpy only, no I/O and no threads of its own.
 """
 
-from ._backend import load_kernels as load_kernels
 from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
+from ._compiled import install_kernels as install_kernels
+from ._compiled import load_kernels as load_kernels
 from ._digest import digest_batch as digest_batch
 from ._digest import digest_stream as digest_stream
 from ._identity import sampler_identity as sampler_identity

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import compiled
 from ._check import flag, positive_up_to
+from ._compiled import compiled_image_chain
 from ._digest import digest_batch
 from ._markers import takes_rng
 from ._rng import SampleRng
@@ -95,15 +95,15 @@ def crop_resize_reference(
 def _kernel() -> Callable[..., None] | None:
     """The compiled kernel when it is to run now, else ``None`` (the reference runs).
 
-    It is one of the batch kernels (``_backend``): it compiles in the child that fills
-    numba's cache, loads with them, never on a thread that runs an event loop
-    (``loading_elsewhere``), and follows ``AIOLOADER_KERNELS`` and ``load_kernels()``.
+    It is one of the batch kernels (``aioloader.kernels``): it compiles in the child that
+    fills numba's cache, loads with them, never on a thread that runs an event loop, and
+    follows ``AIOLOADER_KERNELS`` and ``load_kernels()``.
     """
-    if compiled() is None:
+    kernels = compiled_image_chain()
+    if kernels is None:
         return None
-    from . import _image_chain_kernels
-
-    return _image_chain_kernels.crop_resize_flip
+    kernel: Callable[..., None] = kernels.crop_resize_flip
+    return kernel
 
 
 def _crop_resize_into(

@@ -15,8 +15,8 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import compiled
 from ._check import finite_non_negative, positive_int
+from ._compiled import compiled
 from ._rng import GOLDEN, MASK64, BatchRng, SampleRng, mix_array
 
 F32 = np.dtype(np.float32)

@@ -16,8 +16,8 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import compiled
 from ._check import positive_int
+from ._compiled import compiled
 from ._image_checks import (
     _EMPTY,
     F32,

@@ -19,8 +19,8 @@ from typing import Any, Literal, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import compiled
 from ._check import flag, lengths_1d, number, positive_int, seen
+from ._compiled import compiled
 from ._sequences import Int64Array, _as_arrays, padding_of
 
 _OVERFLOW = ("split", "drop")

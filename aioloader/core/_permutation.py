@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from ._backend import compiled
 from ._check import U64_LIMIT, as_int, u64
+from ._compiled import compiled
 from ._rng import MASK64, U64Array, _mix_in_place, _mix_unchecked
 
 ROUND_GAMMA = 0x632BE59BD9B4E019

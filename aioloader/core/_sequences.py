@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._backend import compiled
 from ._check import instance_or_none, number, seen
+from ._compiled import compiled
 from ._markers import takes_plan
 from ._pool import BatchField, BufferPool, StepBatch, StepState
 from ._samplers import IndexArray

@@ -21,9 +21,9 @@ import anyio
 import anyio.abc
 import sniffio
 
+from .. import kernels as _backend
 from .._compat import BaseExceptionGroup, add_note
 from .._threadsafe import threadsafe_caller
-from ..core import _backend
 from ..core._autotune import Knobs
 from ..core._plan import BatchPlan
 from ..core._pool import release_batch

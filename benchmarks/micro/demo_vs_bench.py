@@ -10,7 +10,7 @@ from pathlib import Path
 BENCH = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from aioloader.core import _backend
+from aioloader.kernels import _selection as _backend
 from workloads import w1_images as w1
 _backend.load()
 cfg = w1.W1Config()

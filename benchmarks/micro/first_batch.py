@@ -14,7 +14,7 @@ import json, sys, time
 started = time.perf_counter()
 import anyio, aioloader
 from aioloader.cli._demo import make_demo_loader
-from aioloader.core import _backend
+from aioloader.kernels import _selection as _backend
 imported = time.perf_counter()
 
 async def first():

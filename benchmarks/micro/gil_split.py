@@ -11,7 +11,8 @@ import time
 import anyio
 
 from aioloader.cli._demo import make_demo_loader
-from aioloader.core import _backend, _kernels
+from aioloader.kernels import _batch as _kernels
+from aioloader.kernels import _selection as _backend
 
 KERNELS = ("fill_images", "fill_image_batch", "check_image_batch", "image_widths", "permute")
 UVLOOP = {"backend": "asyncio", "backend_options": {"use_uvloop": True}}

@@ -27,7 +27,7 @@ from PIL import Image
 from aioloader import JpegCropResize, takes_rng
 from aioloader.core import SampleRng
 from aioloader.core import _image_chain as chain_module
-from aioloader.core._backend import use_kernels
+from aioloader.kernels import use_kernels
 
 from ._common import options
 

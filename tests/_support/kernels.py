@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from aioloader.core import _backend
-from aioloader.core._kernel_cache import FILLED, FILLING
+from aioloader.kernels import _selection as _backend
+from aioloader.kernels._cache import FILLED, FILLING
 
 WITHHELD = "withheld by the test"
 """The failure the load double reports once released."""

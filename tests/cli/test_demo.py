@@ -12,9 +12,9 @@ import pytest
 from aioloader.cli import build_parser, main
 from aioloader.cli._demo import make_demo_loader, wait_explained
 from aioloader.cli._kernels import COMPILING
-from aioloader.core import _backend
 from aioloader.core._digest import digest_batch
-from aioloader.core._kernel_cache import FILLED_MARK, Filler
+from aioloader.kernels import _selection as _backend
+from aioloader.kernels._cache import FILLED_MARK, Filler
 from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 from tests.cli.helpers import Fail, Run
 

@@ -11,9 +11,9 @@ import pytest
 
 from aioloader.cli import _tune
 from aioloader.cli._tune import MAX_ROWS, describe_autotune, worker_counts
-from aioloader.core import _backend
 from aioloader.core._autotune import Decision, Knobs
-from aioloader.core._kernel_cache import FILLED
+from aioloader.kernels import _selection as _backend
+from aioloader.kernels._cache import FILLED
 from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 from tests.cli.helpers import Fail, Run
 

@@ -16,8 +16,8 @@ from PIL import Image
 from aioloader import JpegCropResize
 from aioloader.core import SampleRng, crop_resize
 from aioloader.core import _image_chain as chain_module
-from aioloader.core._backend import failure, use_kernels
 from aioloader.core._image_chain import Q, crop_resize_reference
+from aioloader.kernels import _selection, failure, use_kernels
 
 U8 = np.uint8
 
@@ -134,7 +134,7 @@ def test_a_constant_image_stays_constant_at_any_box_and_size() -> None:
 
 
 def test_the_fraction_bits_are_the_same_in_kernel_and_reference() -> None:
-    from aioloader.core import _image_chain_kernels
+    from aioloader.kernels import _image_chain as _image_chain_kernels
 
     assert Q == _image_chain_kernels.Q == 11
 
@@ -425,7 +425,7 @@ def test_the_chain_runs_compiled_exactly_when_the_batch_kernels_do(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     loaded = compiled_kernel()
-    monkeypatch.setattr(chain_module, "compiled", lambda: None)  # not loaded, or on a loop
+    monkeypatch.setattr(_selection, "compiled", lambda: None)  # not loaded, or on a loop
     assert chain_module._kernel() is None
-    monkeypatch.setattr(chain_module, "compiled", lambda: object())
+    monkeypatch.setattr(_selection, "compiled", lambda: object())
     assert chain_module._kernel() is loaded

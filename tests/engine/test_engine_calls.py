@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from aioloader import DataLoader, ShuffledSampler
-from aioloader.core import _backend
+from aioloader.kernels import _selection as _backend
 
 SHORT, LONG = 4, 20
 ITEMS = 4096

@@ -26,11 +26,11 @@ from aioloader.core import (
     RankSlice,
     SequentialSampler,
     ShuffledSampler,
-    _backend,
 )
 from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
 from aioloader.engine._stream import StreamState
+from aioloader.kernels import _selection as _backend
 from aioloader.testing import FailingDataset, MemoryDataset, StackCollator
 
 from .helpers import make_samples

@@ -15,10 +15,10 @@ from aioloader.core import (
     ImageBatchCollator,
     ImageSample,
     ShuffledSampler,
-    _backend,
 )
 from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
+from aioloader.kernels import _selection as _backend
 from aioloader.testing import MemoryDataset
 
 pytestmark = pytest.mark.anyio

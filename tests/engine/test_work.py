@@ -8,10 +8,11 @@ from typing import Any
 import anyio
 import pytest
 
-from aioloader.core import ImageBatchCollator, SequentialSampler, _backend
-from aioloader.core._kernel_cache import FILLED
+from aioloader.core import ImageBatchCollator, SequentialSampler
 from aioloader.datasets import line_images
 from aioloader.engine import DataLoader, _work
+from aioloader.kernels import _selection as _backend
+from aioloader.kernels._cache import FILLED
 from aioloader.testing import MemoryDataset
 from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 

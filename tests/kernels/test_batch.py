@@ -17,8 +17,6 @@ from aioloader.core import (
     PackCollator,
     PackedSampler,
     PadCollator,
-    _backend,
-    _kernels,
     gray8_to_planar,
     keyed_permutation_array,
     plan_batch,
@@ -27,6 +25,8 @@ from aioloader.core import (
 from aioloader.core._packing import first_fit_decreasing, pack_lengths
 from aioloader.core._rng import SampleRng
 from aioloader.datasets import line_images
+from aioloader.kernels import _batch as _kernels
+from aioloader.kernels import _selection as _backend
 
 FIELDS = {
     "image": ("images", "widths", "targets", "target_lengths", "labels", "indices"),

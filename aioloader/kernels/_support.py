@@ -1,4 +1,4 @@
-"""The machinery under ``_kernels``: lazy compilation, numba types, raw memory reads.
+"""The machinery under the kernels: lazy compilation, numba types, raw memory reads.
 
 A sample reaches a kernel as the ``id()`` of its numpy array, the address of its
 ``PyArrayObject``; ``_data``, ``_ndim``, ``_dim``, ``_stride``, ``_descr`` and
@@ -8,8 +8,8 @@ A sample reaches a kernel as the ``id()`` of its numpy array, the address of its
 header's size, checked against a probe array when this module loads (``None`` if the
 layout is not the expected one, and then the kernels are not used).
 
-numba's cache is keyed on the source of ``_kernels.py`` only: after editing this module,
-bump ``_kernels.SUPPORT_VERSION`` so that the cached kernels are recompiled.
+numba's cache is keyed on the source of ``_batch.py`` and ``_image_chain.py`` only: after
+editing this module, bump ``_batch.SUPPORT_VERSION`` so that the cached kernels are recompiled.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each kernel builds a whole batch with the GIL released, so worker threads run side by side.
 The samples are separate numpy arrays: the caller passes their ``id()`` and keeps them alive
-for the call; the kernel reads data pointer, shape and strides through ``_kernel_support``.
+for the call; the kernel reads data pointer, shape and strides through ``_support``.
 Kernels that validate return ``-1`` when done or the first offending position, and write
 nothing in that case, so the caller can run the reference code, which raises the
 reference error.
@@ -20,7 +20,7 @@ import numpy as np
 from numba import types
 from numba.np.numpy_support import carray
 
-from ._kernel_support import (
+from ._support import (
     _BOOL,
     _F32,
     _I32,
@@ -41,11 +41,11 @@ from ._kernel_support import (
     _type,
     _u8_pointer,
 )
-from ._kernel_support import HEADER as HEADER
-from ._kernel_support import Lazy as Lazy
-from ._kernel_support import kernel as _kernel
+from ._support import HEADER as HEADER
+from ._support import Lazy as Lazy
+from ._support import kernel as _kernel
 
-SUPPORT_VERSION = 2  # bump when _kernel_support.py changes: numba's cache keys on this file
+SUPPORT_VERSION = 2  # bump when _support.py changes: numba's cache keys on this file
 
 _U_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _U_C1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -1,9 +1,10 @@
 """Filling numba's on-disk kernel cache in a child process, so that no thread of ours compiles.
 
 The first ``Filler.poll()`` launches a fresh interpreter (``subprocess``: spawned, never
-forked) that loads every kernel of ``_kernels``: each one is found in numba's cache, or
-compiled and written there. The child prints ``{"compiling": true}`` when its first
-compilation starts (``Filler.compiles()`` waits for that news), then ``{"failure": ...}``.
+forked) that loads every kernel of ``_batch`` and ``_image_chain``: each one is found in
+numba's cache, or compiled and written there. The child prints ``{"compiling": true}`` when
+its first compilation starts (``Filler.compiles()`` waits for that news), then
+``{"failure": ...}``.
 The parent keeps building batches with numpy meanwhile; ``poll()`` tells it, without
 waiting, when the cache is full, and the parent then loads the kernels from it (numba's
 import and set-up, then tens of milliseconds per kernel; no compilation).
@@ -36,7 +37,7 @@ FILLED_MARK = "AIOLOADER_KERNEL_CACHE_FILLED"
 _CHILD = """
 import json, sys
 sys.path[:0] = json.loads(sys.argv[1])
-from aioloader.core._kernel_cache import child_main
+from aioloader.kernels._cache import child_main
 child_main()
 """
 
@@ -46,24 +47,24 @@ COMPILING = {"compiling": True}
 
 
 def load_every_kernel(on_compile: Callable[[], None] | None = None) -> str | None:
-    """Import ``_kernels`` and load (or compile) every kernel; what went wrong, or ``None``.
+    """Import the kernels and load (or compile) every one; what went wrong, or ``None``.
 
     ``on_compile`` is called once, when the first compilation starts (none: all cached).
     """
     try:
-        from . import _image_chain_kernels, _kernels
+        from . import _batch, _image_chain
 
-        if _kernels.HEADER is None:
+        if _batch.HEADER is None:
             return "numpy's array object layout is not the expected one"
         if on_compile is None:
-            _kernels.load_all()
-            _image_chain_kernels.load_all()
+            _batch.load_all()
+            _image_chain.load_all()
         else:
             from numba.core import event
 
             with event.install_listener("numba:compile", _first_compile(on_compile)):
-                _kernels.load_all()
-                _image_chain_kernels.load_all()
+                _batch.load_all()
+                _image_chain.load_all()
     except Exception as error:  # numba missing or broken: the reference runs
         return f"{type(error).__name__}: {error}"
     return None

@@ -1,10 +1,10 @@
-"""Which batch kernels run: the compiled ones (``_kernels``, GIL released) or numpy's.
+"""Which batch kernels run: the compiled ones (``_batch``, GIL released) or numpy's.
 
 Both give the same bits, so the choice only changes speed. ``AIOLOADER_KERNELS`` (or
 ``use_kernels``) picks:
 
 - ``auto`` (default): the first use starts a child process that fills numba's on-disk cache
-  (``_kernel_cache``: it compiles on a machine that never ran the kernels, seconds, once;
+  (``_cache``: it compiles on a machine that never ran the kernels, seconds, once;
   else it finds them cached); until it is done the numpy reference builds the batches, so
   no batch waits for the compiler and no thread of ours compiles. The first use after the
   child is done loads the kernels from the cache on the calling thread (numba's import and
@@ -17,7 +17,8 @@ Both give the same bits, so the choice only changes speed. ``AIOLOADER_KERNELS``
 A thread that runs an event loop must never load them: inside ``loading_elsewhere()``
 ``compiled()`` only returns kernels already loaded, and the engine loads them in a worker
 thread when ``to_load()`` says so (``load_kernels()`` does it ahead, for those who want it).
-The core starts no thread; the child is killed at exit, so an exit never waits for LLVM.
+No thread of ours loads or compiles unasked; the child is killed at exit, so an exit never
+waits for LLVM.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from types import ModuleType
 
-from ._kernel_cache import FAILED, FILLED, FILLING, Filler, load_every_kernel
+from ._cache import FAILED, FILLED, FILLING, Filler, load_every_kernel
 
 CHOICES = ("auto", "numba", "numpy")
 _load_lock = threading.Lock()
@@ -111,17 +112,10 @@ def settled() -> bool:
 
 
 def load_kernels() -> str:
-    """Load the compiled batch kernels now, on this thread; the kernels batches will use.
+    """Load the compiled kernels now, on this thread: ``"numba"`` or ``"numpy"``.
 
-    A warm-up for those who want it: call it before the event loop starts (or in a worker
-    thread, ``await anyio.to_thread.run_sync(load_kernels)``) and no batch runs on numpy
-    while the kernels load. It waits for their compilation on a machine that never ran
-    them (seconds, once), else loads them from numba's cache (about half a second). With
-    ``AIOLOADER_KERNELS=numpy`` it does nothing and numba is never imported.
-
-    Returns:
-        ``"numba"`` when the compiled kernels will run, else ``"numpy"`` (``numpy`` was
-        chosen, or they could not load: ``failure()`` says why).
+    The warm-up behind ``aioloader.load_kernels`` (whose docstring says what it does and
+    when to call it); ``failure()`` says why the kernels could not load, if they could not.
     """
     if chosen() == "numpy":
         return "numpy"
@@ -182,9 +176,9 @@ def _load_here() -> None:
     if _loaded is None and _failure is None:
         _fail(load_every_kernel())
         if _failure is None:
-            from . import _kernels
+            from . import _batch
 
-            _loaded = _kernels
+            _loaded = _batch
 
 
 def _fail(failure: str | None) -> None:
@@ -196,6 +190,15 @@ def _fail(failure: str | None) -> None:
 def filler_pid() -> int | None:
     """The process id of the child filling the cache, while it runs (for checks)."""
     return _filler.pid
+
+
+def compiled_image_chain() -> ModuleType | None:
+    """The crop-resize kernel's module when the compiled kernels are to run now, else ``None``."""
+    if compiled() is None:
+        return None
+    from . import _image_chain
+
+    return _image_chain
 
 
 def active() -> str:

@@ -1,4 +1,4 @@
-"""aioloader.core._kernel_cache: a child fills numba's cache; the parent never waits for it."""
+"""aioloader.kernels._cache: a child fills numba's cache; the parent never waits for it."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from types import ModuleType
 
 import pytest
 
-from aioloader.core import _image_chain_kernels, _kernels
-from aioloader.core._kernel_cache import (
+from aioloader.kernels import _batch as _kernels
+from aioloader.kernels import _image_chain as _image_chain_kernels
+from aioloader.kernels._cache import (
     FAILED,
     FILLED,
     FILLED_MARK,
@@ -25,7 +26,7 @@ from aioloader.core._kernel_cache import (
     load_every_kernel,
     lock_path,
 )
-from aioloader.core._kernel_support import Lazy
+from aioloader.kernels._support import Lazy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +98,7 @@ SHORT_SCRIPT = """
 import json, sys
 import anyio
 from aioloader.cli._demo import make_demo_loader
-from aioloader.core import _backend
+from aioloader.kernels import _selection as _backend
 
 async def main() -> None:
     loader = make_demo_loader(seed=0, workers=0, prefetch=8)

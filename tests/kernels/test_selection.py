@@ -1,4 +1,4 @@
-"""aioloader.core._backend: which kernels run, and that loading them starts no thread."""
+"""aioloader.kernels._selection: which kernels run, and that loading them starts no thread."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
-from aioloader.core import _backend, _kernels
-from aioloader.core._kernel_cache import FILLED, FILLED_MARK, FILLING, Filler, lock_path
+from aioloader.kernels import _batch as _kernels
+from aioloader.kernels import _selection as _backend
+from aioloader.kernels._cache import FILLED, FILLED_MARK, FILLING, Filler, lock_path
 from tests._support.kernels import WITHHELD, BlockingLoad, slow_kernels
 
 

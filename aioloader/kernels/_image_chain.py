@@ -1,9 +1,9 @@
 """Compiled crop, bilinear resize and flip of 8-bit HWC images: numba, ``nogil``, cached.
 
-``crop_resize_flip`` computes exactly what ``_image_chain.crop_resize_flip_reference``
+``crop_resize_flip`` computes exactly what the core's ``crop_resize_flip_reference``
 computes (the formula is in that module's docstring): the same integer arithmetic, one
 output pixel at a time, with the GIL released for the whole call. It is compiled (or
-loaded from numba's cache) with the other batch kernels (``_kernel_cache.load_every_kernel``).
+loaded from numba's cache) with the other batch kernels (``_cache.load_every_kernel``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from numba import types
 
-from ._kernel_support import _I64, _U8, _array, _inline, _input
-from ._kernel_support import Lazy as Lazy
-from ._kernel_support import kernel as _kernel
+from ._support import _I64, _U8, _array, _inline, _input
+from ._support import Lazy as Lazy
+from ._support import kernel as _kernel
 
 Q = 11
 """Fractional bits of a source coordinate: weights are multiples of ``2^-Q``."""
