@@ -10,6 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from aioloader import takes_plan
 from aioloader.core import BatchPlan, ShuffledSampler
 from aioloader.engine import DataLoader
 from aioloader.testing import MemoryDataset, SlowDataset
@@ -30,6 +31,7 @@ class Held:
         self.released = True
 
 
+@takes_plan
 class LiveCounter:
     """A collator that counts the batches built and not yet released."""
 

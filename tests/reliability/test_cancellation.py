@@ -12,6 +12,7 @@ import anyio
 import numpy as np
 import pytest
 
+from aioloader import takes_plan
 from aioloader.core import BatchPlan, BufferPool, GainOffset, ImageBatchCollator, ShuffledSampler
 from aioloader.datasets import line_images
 from aioloader.engine import DataLoader
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.anyio
 CONSUMERS = 1000
 
 
+@takes_plan
 class SlowCollator:
     """The image collator with a pause first, so cancellations land mid-collation too."""
 

@@ -9,6 +9,7 @@ from typing import Any
 import obstore
 import pytest
 
+from aioloader import takes_plan
 from aioloader.core import BlockShuffledSampler, RankSlice, digest_stream
 from aioloader.core._plan import BatchPlan
 from aioloader.engine import DataLoader
@@ -34,6 +35,7 @@ def _keys(info: S3Info, prefix: str) -> tuple[list[str], int]:
     return keys, total
 
 
+@takes_plan
 def _collate(samples: Sequence[dict[str, Any]], plan: BatchPlan) -> list[dict[str, Any]]:
     return list(samples)
 
