@@ -3,33 +3,27 @@
 from __future__ import annotations
 
 import logging
-import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import anyio
-import numpy as np
 
 from .._protocols import Collator, Dataset, SyncDataset
 from ..core._autotune import Decision, Knobs
-from ..core._check import as_int, positive_up_to, u64
-from ..core._samplers import Sampler, check_sampler
-from ._autotune import AutoTune, AutoTuner
-from ._bad_samples import ErrorHandler, SkippedSample, check_on_error
-from ._build import SamplesOnlyCollator, Transform, collator_takes_plan, transform_takes_rng
-from ._config import LoaderConfig, LoaderCounters, ResumeCursor
+from ..core._check import u64
+from ..core._samplers import Sampler
+from ._autotune import AutoTune
+from ._bad_samples import ErrorHandler, SkippedSample
+from ._build import Transform
+from ._config import LoaderCounters, ResumeCursor
 from ._epochs import Epochs
-from ._global_random import FirstBatchCheck
+from ._loader_parts import loader_parts, tuner_of, worker_pool_of
 from ._processes import ProcessStatistics
-from ._reads import describe_dataset_kind, sync_getter
 from ._ring import RingStatistics
 from ._state import check_state, describe_stream, stream_fingerprint
 from ._stream import BatchStream
-from ._torch_form import choose_form
 from ._work import StreamWork
-from ._worker_pool import WorkerPool
 
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
@@ -37,10 +31,7 @@ BatchT = TypeVar("BatchT")
 OnError = Literal["raise", "skip"] | ErrorHandler
 """``"raise"``, ``"skip"`` or ``on_error(error, index) -> sample | None``."""
 resume_logger = logging.getLogger("aioloader.resume")
-THREADLESS_PLATFORMS = ("emscripten", "wasi")
 STATE_VERSION = 3
-PREFETCH_LIMIT = 1 << 16
-READS_LIMIT = 1 << 20
 CONFIGURATION = frozenset(
     {
         "dataset",
@@ -58,9 +49,6 @@ CONFIGURATION = frozenset(
         "autotune",
     }
 )
-AUTO = "auto"
-AUTO_START_PREFETCH = 2
-EXECUTORS = ("thread", "process")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,26 +87,6 @@ class LoaderStatistics:
         return (
             self.consumer_wait_seconds / self.batches_delivered if self.batches_delivered else 0.0
         )
-
-
-def _dataset_length(dataset: Any) -> int | None:
-    try:
-        return len(dataset)
-    except TypeError:
-        return None
-
-
-def _sampler_items(sampler: Any) -> int | None:
-    """The number of dataset items a sampler addresses, when it says so."""
-    for name in ("num_items", "n"):
-        value = getattr(sampler, name, None)
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-    sizes = getattr(sampler, "sizes", None)
-    if isinstance(sizes, tuple) and all(isinstance(size, int) for size in sizes):
-        return sum(sizes)
-    inner = getattr(sampler, "sampler", None)
-    return _sampler_items(inner) if inner is not None and inner is not sampler else None
 
 
 class DataLoader(Generic[SampleT, BatchT]):
@@ -256,135 +224,39 @@ class DataLoader(Generic[SampleT, BatchT]):
         on_error: OnError = "raise",
         **torch_args: Any,
     ) -> None:
-        form = choose_form(
+        parts = loader_parts(
             dataset,
             sampler,
             collator,
-            seed,
             torch_args,
-            {
-                "workers": workers,
-                "prefetch": prefetch,
-                "start_step": start_step,
-                "autotune": autotune,
-            },
+            seed=seed,
+            transform=transform,
+            workers=workers,
             executor=executor,
             persistent_workers=persistent_workers,
+            prefetch=prefetch,
+            max_inflight_reads=max_inflight_reads,
+            start_step=start_step,
+            autotune=autotune,
+            on_error=on_error,
         )
-        sampler, collator, seed, workers = form.sampler, form.collator, form.seed, form.workers
-        prefetch, persistent_workers = form.prefetch, form.persistent_workers
-        check_sampler(sampler, needs_a_step=not form.torch)
-        if not callable(collator):
-            raise TypeError(f"collator must be callable but got {type(collator).__name__}")
-        build_collator: Callable[..., Any] = collator
-        if not collator_takes_plan(collator):
-            build_collator = SamplesOnlyCollator(cast("Callable[[Sequence[Any]], Any]", collator))
-        first_batch = FirstBatchCheck(build_collator) if executor == "thread" else None
-        if transform is not None and not callable(transform):
-            raise TypeError(
-                f"transform must be callable or None but got {type(transform).__name__}"
-            )
-        describe_dataset_kind(dataset)  # a TypeError for a dataset that cannot be read
-        length = _dataset_length(dataset)
-        items = _sampler_items(sampler)
-        if length is not None and items is not None and items > length:
-            raise ValueError(
-                f"sampler must address at most len(dataset) = {length} items but "
-                f"{sampler!r} addresses {items}"
-            )
-        auto_workers = isinstance(workers, str) and workers == AUTO
-        auto_prefetch = isinstance(prefetch, str) and prefetch == AUTO
-        if autotune is not None and not isinstance(autotune, AutoTune):
-            raise TypeError(f"autotune must be an AutoTune or None but got {autotune!r}")
-        if autotune is not None and not (auto_workers or auto_prefetch):
-            raise ValueError(
-                "autotune needs workers='auto' or prefetch='auto' but got "
-                f"workers={workers!r}, prefetch={prefetch!r}"
-            )
-        if (auto_workers or auto_prefetch) and executor != "thread":
-            raise ValueError(
-                "workers='auto' and prefetch='auto' tune build threads; executor must be "
-                f"'thread' but got {executor!r}"
-            )
-        settings = autotune if autotune is not None else AutoTune()
-        requested_workers = settings.max_workers if auto_workers else as_int("workers", workers)
-        if requested_workers < 0:
-            raise ValueError(f"workers must be an integer >= 0 but got {requested_workers}")
-        checked_seed = u64("seed", seed)
-        if executor not in EXECUTORS:
-            raise ValueError(f"executor must be 'thread' or 'process' but got {executor!r}")
-        threads = 0 if sys.platform in THREADLESS_PLATFORMS else requested_workers
-        if executor == "process" and threads < 1:
-            raise ValueError(
-                f"executor='process' requires workers >= 1 but got workers={requested_workers}"
-            )
-        if persistent_workers not in (None, True, False):
-            raise TypeError(
-                f"persistent_workers must be True, False or None but got {persistent_workers!r}"
-            )
-        if persistent_workers and executor != "process":
-            raise ValueError(
-                "persistent_workers=True needs executor='process' (build threads are cheap "
-                f"to start) but executor={executor!r}"
-            )
-        config = LoaderConfig(
-            dataset=dataset,
-            sampler=sampler,
-            collator=build_collator if first_batch is None else first_batch,
-            transform=transform,
-            takes_rng=transform is not None and transform_takes_rng(transform),
-            seed=checked_seed,
-            dataset_length=length,
-            workers=threads,
-            requested_workers=requested_workers,
-            executor=executor,
-            prefetch=(
-                min(max(AUTO_START_PREFETCH, 2 * threads), settings.max_prefetch)
-                if auto_prefetch
-                else positive_up_to("prefetch", prefetch, PREFETCH_LIMIT)
-            ),
-            max_inflight_reads=positive_up_to(
-                "max_inflight_reads", max_inflight_reads, READS_LIMIT
-            ),
-            on_error=check_on_error(
-                on_error, length if length is not None else items, checked_seed
-            ),
-            persistent_workers=executor == "process" and persistent_workers is not False,
-            clock=settings.clock if auto_workers or auto_prefetch else time.perf_counter,
-        )
-        attributes = self.__dict__
+        config = parts.config
         for name in CONFIGURATION - {"autotune", "collator", "on_error"}:
-            attributes[name] = getattr(config, name)
-        attributes["collator"] = collator
-        attributes["on_error"] = on_error
+            object.__setattr__(self, name, getattr(config, name))
+        object.__setattr__(self, "collator", parts.form.collator)
+        object.__setattr__(self, "on_error", on_error)
         self._config = config
-        self._cursor = ResumeCursor(u64("start_step", start_step))
+        self._cursor = ResumeCursor(parts.start_step)
         self._counters = LoaderCounters()
         self._works = self._counters.running  # the works of the streams still running
         self._latest: StreamWork[BatchT] | None = None
-        self._tuner: AutoTuner | None = None
-        if auto_workers or auto_prefetch:
-            start = Knobs(config.workers, config.prefetch, config.max_inflight_reads)
-            bounds = Knobs(
-                max(start.workers, settings.max_workers if auto_workers and threads else 0),
-                max(start.prefetch, settings.max_prefetch if auto_prefetch else 0),
-                max(start.reads, settings.max_inflight_reads if auto_prefetch else 0),
-            )
-            self._tuner = AutoTuner(
-                settings, start, bounds, self._counters, tune_workers=auto_workers
-            )
-        attributes["autotune"] = settings if self._tuner is not None else None
+        self._tuner = tuner_of(parts, self._counters)
+        tuned = parts.tuning.settings if self._tuner is not None else None
+        object.__setattr__(self, "autotune", tuned)
         self._sync_epoch_end: int | None = None  # the epoch end of the last ``for`` loop
-        self._epochs = Epochs(new_per_loop=form.torch, follows=form.epochs)
-        self._first_batch = first_batch  # checks the global generators around it
-        auto_processes = self._tuner.rule.processes if self._tuner is not None else 0
-        self._worker_pool = WorkerPool(  # auto: the processes it may move to, kept once started
-            auto_processes or self.workers,
-            transform,
-            build_collator,
-            persistent=self.persistent_workers or auto_processes > 0,
-            reader=sync_getter(dataset) if executor == "process" or auto_processes else None,
-        )
+        self._epochs = Epochs(new_per_loop=parts.form.torch, follows=parts.form.epochs)
+        self._first_batch = parts.first_batch  # checks the global generators around it
+        self._worker_pool = worker_pool_of(parts, self._tuner)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in CONFIGURATION:

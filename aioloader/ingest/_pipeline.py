@@ -45,10 +45,11 @@ from ..sinks._tar_writer import TarShardWriter
 from ..sources._http import HttpFetcher
 from ..sources._http_result import FetchResult
 from ._extras import require_ingest_packages
-from ._identity import check_committed_inputs, output_settings
+from ._identity import InputTrail, check_committed_inputs, output_settings
 from ._images import ImageOptions, process_image
 from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
 from ._memory import heap_trimmer
+from ._outcomes import Outcome, Recorder, noting
 from ._summary import IngestSummary
 from ._window import ReorderWindow
 
@@ -64,23 +65,6 @@ _EXTENSIONS = {
     "image/tiff": "tiff",
 }
 _CHUNK = 1024
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    record: InputRecord
-    fetched: FetchResult
-    fields: dict[str, bytes] | None
-    failure: FailureRecord | None
-
-    def held_bytes(self) -> int:
-        """Bytes this outcome keeps alive: its fields, and the fetched body if not one."""
-        fields = self.fields or {}
-        body = self.fetched.body
-        kept = sum(len(value) for value in fields.values())
-        if body is not None and not any(value is body for value in fields.values()):
-            kept += len(body)
-        return kept
 
 
 def _records(
@@ -155,47 +139,59 @@ class _Worker:
         image: ImageOptions | None,
         text_field: str | None,
         key_width: int,
-        threads: int,
+        threads: int | None,
+        *,
+        owns_fetcher: bool,
     ) -> None:
         self.fetcher = fetcher
         self.image = image
         self.text_field = text_field
         self.key_width = key_width
-        self._thread_count = threads
+        self._thread_count = threads or os.cpu_count() or 1
         self._threads: BuildThreads | None = None
+        self._owns_fetcher = owns_fetcher
 
     def key(self, position: int) -> str:
         return f"{position:0{self.key_width}d}"
 
-    async def __call__(self, record: InputRecord) -> _Outcome:
+    async def __call__(self, record: InputRecord) -> Outcome:
         key = self.key(record.position)
         result = await self.fetcher.fetch(record.url)
         extra = {"url": record.url, **record.meta}
         if result.body is None:
             reason = str(result.reason)
             failure = FailureRecord(record.position, reason, result.detail, key, extra)
-            return _Outcome(record, result, None, failure)
+            return Outcome(record, result, None, failure)
         meta: dict[str, Any] = {"key": key, "position": record.position, **extra}
         meta.update(status=result.status, final_url=result.final_url)
         text = record.meta.get(self.text_field) if self.text_field is not None else None
         if self.image is None or not self.image.touches_pixels:
             fields = _fields({_extension(result): result.body}, meta, text)
-            return _Outcome(record, result, fields, None)
+            return Outcome(record, result, fields, None)
         if self._threads is None:
             self._threads = BuildThreads(self._thread_count)
         try:  # the image and the sample's JSON are made in a thread: the loop only fetches
             fields = await self._threads.run(_image_fields, result.body, self.image, meta, text)
         except ValueError as exc:
             failure = FailureRecord(record.position, "decode", str(exc)[:200], key, extra)
-            return _Outcome(record, result, None, failure)
-        return _Outcome(record, result, fields, None)
+            return Outcome(record, result, None, failure)
+        return Outcome(record, result, fields, None)
+
+    async def __aenter__(self) -> _Worker:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def aclose(self) -> None:
-        """Join the image threads (every job has ended or was never started)."""
+        """Join the image threads (every job has ended or was never started), then close
+        the fetcher if it is the run's own."""
         threads, self._threads = self._threads, None
         if threads is not None:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(threads.close)
+        if self._owns_fetcher:
+            await self.fetcher.aclose()
 
 
 def _image_fields(
@@ -218,25 +214,6 @@ def _fields(fields: dict[str, bytes], meta: dict[str, Any], text: Any) -> dict[s
         fields["txt"] = text.encode("utf-8")
     fields["json"] = json.dumps(meta, sort_keys=True, default=str).encode("utf-8")
     return fields
-
-
-def _noting(
-    on_commit: Callable[[ShardRecord], None] | None, committed: list[ShardRecord]
-) -> Callable[[ShardRecord], None]:
-    """``on_commit`` that also appends each record to ``committed``."""
-
-    def note(record: ShardRecord) -> None:
-        committed.append(record)
-        if on_commit is not None:
-            on_commit(record)
-
-    return note
-
-
-def _pending_records(writer: TarShardWriter, start: int) -> int:
-    """Inputs recorded (samples and failures) in the shard not yet committed."""
-    manifest = writer.manifest
-    return writer.next_position - (manifest.end if manifest.shards else start)
 
 
 def _describe_inputs(inputs: Any) -> str:
@@ -316,26 +293,10 @@ async def ingest(
         What the run did (``IngestSummary``).
     """
     started = time.perf_counter()
-    require_ingest_packages(inputs, fetcher, image is not None and image.touches_pixels)
-    if stop is not None and stop < start:
-        raise ValueError(f"stop must be >= start ({start}) or None but got {stop}")
-    window = reorder_window if reorder_window is not None else 4 * max_in_flight
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"reorder_window must be an int >= 1 or None but got {window!r}")
-    if isinstance(inputs, (str, os.PathLike)) and not await anyio.Path(inputs).is_file():
-        raise FileNotFoundError(f"inputs must be a file of URLs but {str(inputs)!r} is not one")
-    own_fetcher = fetcher is None
-    active = fetcher or HttpFetcher(max_in_flight=max_in_flight, max_per_host=max_per_host)
-    settings = output_settings(
-        url_field=url_field,
-        text_field=text_field,
-        image=image,
-        start=start,
-        key_width=key_width,
-        content_types=getattr(active, "content_types", None),
-        max_body_bytes=getattr(active, "max_body_bytes", None),
+    window = await _checked_window(
+        inputs, fetcher, image, start, stop, reorder_window, max_in_flight
     )
-    options = {"inputs": _describe_inputs(inputs), **dict(meta or {})}
+    active = fetcher or HttpFetcher(max_in_flight=max_in_flight, max_per_host=max_per_host)
     committed: list[ShardRecord] = []  # shards committed since the last trim of the heap
     writer = TarShardWriter(
         output,
@@ -344,14 +305,82 @@ async def ingest(
         max_bytes=shard_bytes,
         name_pattern=name_pattern,
         resume=resume,
-        meta=options,
-        settings=settings,
+        meta={"inputs": _describe_inputs(inputs), **dict(meta or {})},
+        settings=_settings(active, url_field, text_field, image, start, key_width),
         start_position=start,
-        on_commit=_noting(on_commit, committed),
+        on_commit=noting(on_commit, committed),
     )
-    trim = heap_trimmer()
+    worker = _Worker(active, image, text_field, key_width, threads, owns_fetcher=fetcher is None)
+    trail, records, reading = await _resume(
+        writer, worker, inputs, url_field, start, allow_appended_input
+    )
+    recorder = Recorder(writer, trail, worker.key, shard_samples, start, committed, heap_trimmer())
+    if progress:
+        recorder.bar = await _progress_bar(inputs, stop, writer.next_position)
+    reorder = ReorderWindow(
+        worker, max_items=window, max_bytes=reorder_bytes, size_of=Outcome.held_bytes
+    )
+    async with worker, writer, reorder.open(_chunked(records, stop, reading)) as outcomes:
+        async for outcome in outcomes:
+            await recorder.record(outcome)
+        if reading.exhausted:
+            await writer.mark_input_end(InputEnd(writer.next_position, trail.digest))
+    return recorder.summary(started)
+
+
+async def _checked_window(
+    inputs: Any,
+    fetcher: HttpFetcher | None,
+    image: ImageOptions | None,
+    start: int,
+    stop: int | None,
+    reorder_window: int | None,
+    max_in_flight: int,
+) -> int:
+    """Refuse what ``ingest`` cannot run; the reorder window's size in inputs."""
+    require_ingest_packages(inputs, fetcher, image is not None and image.touches_pixels)
+    if stop is not None and stop < start:
+        raise ValueError(f"stop must be >= start ({start}) or None but got {stop}")
+    window = reorder_window if reorder_window is not None else 4 * max_in_flight
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"reorder_window must be an int >= 1 or None but got {window!r}")
+    if isinstance(inputs, (str, os.PathLike)) and not await anyio.Path(inputs).is_file():
+        raise FileNotFoundError(f"inputs must be a file of URLs but {str(inputs)!r} is not one")
+    return window
+
+
+def _settings(
+    fetcher: HttpFetcher,
+    url_field: str,
+    text_field: str | None,
+    image: ImageOptions | None,
+    start: int,
+    key_width: int,
+) -> dict[str, Any]:
+    """The settings that decide the output, as the manifest records them."""
+    return output_settings(
+        url_field=url_field,
+        text_field=text_field,
+        image=image,
+        start=start,
+        key_width=key_width,
+        content_types=getattr(fetcher, "content_types", None),
+        max_body_bytes=getattr(fetcher, "max_body_bytes", None),
+    )
+
+
+async def _resume(
+    writer: TarShardWriter,
+    worker: _Worker,
+    inputs: Any,
+    url_field: str,
+    start: int,
+    allow_appended_input: bool,
+) -> tuple[InputTrail, Iterator[InputRecord], _Reading]:
+    """The committed inputs checked and hashed: the trail, the records from the resume
+    point on, and whether the input already ended there (aborts ``writer`` on failure)."""
+    records = _records(inputs, url_field, start)
     try:
-        records = _records(inputs, url_field, start)
         trail, following = await anyio.to_thread.run_sync(
             lambda: check_committed_inputs(
                 records,
@@ -363,70 +392,24 @@ async def ingest(
         )
     except BaseException:
         writer.abort()
-        if own_fetcher:
-            await active.aclose()
-        raise
-    resumed_from = writer.next_position
-    bytes_before = writer.manifest.total_bytes
-    bar = None
-    if progress:
-        count: int | None = None
-        if isinstance(inputs, (str, os.PathLike)):
-            count = await anyio.to_thread.run_sync(count_inputs, inputs)
-        else:
-            count = len(inputs) if isinstance(inputs, Sized) else None
-        if count is not None:
-            end = count if stop is None else min(stop, count)
-            bar = Progress(max(0, end - resumed_from), "inputs")
-    worker = _Worker(active, image, text_field, key_width, threads or os.cpu_count() or 1)
-    ok = failed = fetched = 0
-    reasons: dict[str, int] = {}
-    reading = _Reading(exhausted=following is None)
-    if following is not None:
-        records = itertools.chain([following], records)
-    reorder = ReorderWindow(
-        worker, max_items=window, max_bytes=reorder_bytes, size_of=_Outcome.held_bytes
-    )
-    try:
-        async with writer, reorder.open(_chunked(records, stop, reading)) as outcomes:
-            async for outcome in outcomes:
-                digest = trail.add(outcome.record)
-                if outcome.failure is not None:
-                    writer.record_failure(outcome.failure, input_digest=digest)
-                    failed += 1
-                    reasons[outcome.failure.reason] = reasons.get(outcome.failure.reason, 0) + 1
-                else:
-                    assert outcome.fields is not None
-                    key = worker.key(outcome.record.position)
-                    position = outcome.record.position
-                    await writer.write(key, outcome.fields, position=position, input_digest=digest)
-                    ok += 1
-                if _pending_records(writer, start) >= shard_samples:
-                    await writer.commit()  # failures count: an outage still commits
-                fetched += len(outcome.fetched.body or b"")
-                if committed and trim is not None:  # a shard's memory goes back to the system
-                    committed.clear()
-                    await anyio.to_thread.run_sync(trim)
-                if bar is not None:
-                    bar.advance(note=f"ok {ok:,} failed {failed:,}")
-            if reading.exhausted:
-                await writer.mark_input_end(InputEnd(writer.next_position, trail.digest))
-    finally:
         await worker.aclose()
-        if own_fetcher:
-            await active.aclose()
-    manifest = writer.manifest
-    return IngestSummary(
-        ok=ok,
-        failed=failed,
-        failures=dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0]))),
-        resumed_from=resumed_from - start,
-        bytes_fetched=fetched,
-        bytes_written=manifest.total_bytes - bytes_before,
-        shards=len(manifest.shards),
-        seconds=time.perf_counter() - started,
-        destination=writer.destination.describe(""),
-    )
+        raise
+    if following is None:
+        return trail, records, _Reading(exhausted=True)
+    return trail, itertools.chain([following], records), _Reading()
+
+
+async def _progress_bar(inputs: Any, stop: int | None, resumed_from: int) -> Progress | None:
+    """A bar over the inputs left, or None when their count is unknown."""
+    count: int | None = None
+    if isinstance(inputs, (str, os.PathLike)):
+        count = await anyio.to_thread.run_sync(count_inputs, inputs)
+    else:
+        count = len(inputs) if isinstance(inputs, Sized) else None
+    if count is None:
+        return None
+    end = count if stop is None else min(stop, count)
+    return Progress(max(0, end - resumed_from), "inputs")
 
 
 def ingest_sync(*args: Any, backend: str = "asyncio", **kwargs: Any) -> IngestSummary:
