@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from .core._plan import BatchPlan
+from .core import BatchPlan
 
 SampleT = TypeVar("SampleT")
 SampleT_co = TypeVar("SampleT_co", covariant=True)

@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from .core._images import ImageSample
+from .core import ImageSample
 
 __all__ = ("MemoryDataset", "line_images")
 

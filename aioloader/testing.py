@@ -28,9 +28,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from .core import takes_plan
-from .core._plan import BatchPlan
-from .core._rng import mix
+from .core import BatchPlan, mix, takes_plan
 from .datasets import MemoryDataset as MemoryDataset
 
 __all__ = (
@@ -156,6 +154,6 @@ async def check_dataset_async(dataset: Any, indices: Sequence[int] | None = None
 
 
 def _same(first: Any, second: Any) -> bool:
-    from .core._digest import digest_batch
+    from .core import digest_batch
 
     return digest_batch(first) == digest_batch(second)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core._samplers import SequentialSampler, ShuffledSampler
-from ..engine._loader import DataLoader
+from ..core import SequentialSampler, ShuffledSampler
+from ..engine import DataLoader
 
 LoaderFactory = Callable[..., DataLoader[Any, Any]]
 
@@ -154,7 +154,7 @@ def _json_factory(data: dict[str, Any], where: str) -> LoaderFactory:
         raise ValueError(f"{where}: batch_size must be <= count ({count}) but got {batch_size}")
 
     def make_loader(*, workers: int | str, prefetch: int | str) -> DataLoader[Any, Any]:
-        from ..core._images import GainOffset, ImageBatchCollator
+        from ..core import GainOffset, ImageBatchCollator
         from ..datasets import line_images
 
         sampler_type = ShuffledSampler if sampler_kind == "shuffled" else SequentialSampler

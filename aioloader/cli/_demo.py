@@ -11,9 +11,8 @@ from typing import Any
 import anyio
 
 from .._progress import Progress
-from ..core._digest import digest_batch
-from ..core._samplers import ShuffledSampler
-from ..engine._loader import DataLoader
+from ..core import ShuffledSampler, digest_batch
+from ..engine import DataLoader
 from ._arguments import (
     BACKENDS,
     add_loader_settings,
@@ -67,7 +66,7 @@ def make_demo_loader(
     *, seed: int, workers: int, prefetch: int, start_step: int = 0
 ) -> DataLoader[Any, Any]:
     """W1: 2,048 line images, batch 128, width multiple 4, gain and offset, shuffled."""
-    from ..core._images import GainOffset, ImageBatchCollator
+    from ..core import GainOffset, ImageBatchCollator
     from ..datasets import line_images
 
     return DataLoader(

@@ -8,8 +8,7 @@ from typing import Any
 
 import anyio
 
-from ..core._digest import digest_batch
-from ..core._pool import release_batch
+from ..core import digest_batch, release_batch
 from ._arguments import CommandError, add_loader_settings, add_option, non_negative, positive
 from ._config import CONFIG_HELP, add_config_argument, load_factory
 

@@ -68,7 +68,7 @@ def check_plot_path(path: str) -> None:
 
 def run(args: argparse.Namespace) -> list[str]:
     """The table (and the plot), built in full before anything is printed."""
-    from ..core._packing import padding_report
+    from ..core import padding_report
 
     if args.plot:
         check_plot_path(args.plot)

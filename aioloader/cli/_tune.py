@@ -14,8 +14,7 @@ import os
 import time
 from typing import Any
 
-from ..core._autotune import Decision, Knobs
-from ..core._pool import release_batch
+from ..core import Decision, Knobs, release_batch
 from ..engine import DataLoader
 from ._arguments import add_option, positive, positive_float
 from ._config import CONFIG_HELP, add_config_argument, load_factory

@@ -1,9 +1,22 @@
 """The pure core: random numbers, permutation, samplers, batch plans, collation, buffers.
 
-Synchronous, numpy only, no I/O and no threads of its own.
+Synchronous, numpy only, no I/O and no threads of its own. ``__all__`` is the public API;
+the other names imported here (argument checks, the tuner's rules, sampler helpers, the
+kernel slot) are the core's face to the other units of the package.
 """
 
+from ._autotune import Decision as Decision
+from ._autotune import ExecutorRule as ExecutorRule
+from ._autotune import Knobs as Knobs
+from ._autotune import TunerState as TunerState
+from ._autotune import Window as Window
+from ._autotune import tune as tune
 from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
+from ._check import as_int as as_int
+from ._check import flag as flag
+from ._check import positive as positive
+from ._check import positive_up_to as positive_up_to
+from ._check import u64 as u64
 from ._compiled import install_kernels as install_kernels
 from ._compiled import load_kernels as load_kernels
 from ._digest import digest_batch as digest_batch
@@ -20,12 +33,14 @@ from ._image_ops import rgb8_to_planar as rgb8_to_planar
 from ._images import ImageBatch as ImageBatch
 from ._images import ImageBatchCollator as ImageBatchCollator
 from ._images import ImageSample as ImageSample
+from ._markers import callable_name as callable_name
 from ._markers import takes_key as takes_key
 from ._markers import takes_plan as takes_plan
 from ._markers import takes_rng as takes_rng
 from ._markers import wants_key as wants_key
 from ._markers import wants_plan as wants_plan
 from ._markers import wants_rng as wants_rng
+from ._markers import warn_signature_read as warn_signature_read
 from ._packed import PackCollator as PackCollator
 from ._packed import PackedBatch as PackedBatch
 from ._packed import PackedSampler as PackedSampler
@@ -47,17 +62,23 @@ from ._pool import BufferPool as BufferPool
 from ._pool import PooledBatch as PooledBatch
 from ._pool import PoolStatistics as PoolStatistics
 from ._pool import StepBatch as StepBatch
+from ._pool import release_batch as release_batch
+from ._replacement import replacement_index as replacement_index
 from ._rng import BatchRng as BatchRng
 from ._rng import SampleRng as SampleRng
 from ._rng import derive as derive
 from ._rng import derive_slots as derive_slots
 from ._rng import mix as mix
 from ._rng import mix_array as mix_array
+from ._rng import sample_rngs as sample_rngs
 from ._samplers import BucketedSampler as BucketedSampler
+from ._samplers import IndexArray as IndexArray
 from ._samplers import MixingSampler as MixingSampler
 from ._samplers import Sampler as Sampler
 from ._samplers import SequentialSampler as SequentialSampler
 from ._samplers import ShuffledSampler as ShuffledSampler
+from ._samplers import batches_in as batches_in
+from ._samplers import check_sampler as check_sampler
 from ._sequences import PadCollator as PadCollator
 from ._sequences import PaddedBatch as PaddedBatch
 from ._sequences import pad_sequences as pad_sequences

@@ -7,6 +7,7 @@ from ._loader import LoaderStatistics as LoaderStatistics
 from ._ring import PrefetchRing as PrefetchRing
 from ._ring import RingStatistics as RingStatistics
 from ._stream import BatchStream as BatchStream
+from ._threads import BuildThreads as BuildThreads  # ingestion runs its CPU work on these
 
 __all__ = (
     "AutoTune",

@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
-from ..core._autotune import Decision, ExecutorRule, Knobs, TunerState, Window, tune
-from ..core._check import positive_up_to
+from ..core import Decision, ExecutorRule, Knobs, TunerState, Window, positive_up_to, tune
 from ._config import LoaderCounters
 
 logger = logging.getLogger("aioloader")

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .._compat import add_note
-from ..core._plan import BatchPlan
-from ..core._replacement import replacement_index
+from ..core import BatchPlan, replacement_index
 
 __all__ = (
     "MAX_ATTEMPTS",

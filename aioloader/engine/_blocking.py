@@ -11,7 +11,7 @@ from anyio.from_thread import start_blocking_portal
 
 from .._errors import LoaderClosedError
 from .._threadsafe import threadsafe_caller
-from ..core._pool import release_batch
+from ..core import release_batch
 from ._handoff import BatchHandOff, HandOffClosed
 from ._stream import BatchStream
 from ._work import Unbuilt

@@ -7,10 +7,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._compat import add_note
-from ..core import takes_plan, takes_rng, wants_plan, wants_rng
-from ..core._markers import callable_name, warn_signature_read
-from ..core._plan import BatchPlan
-from ..core._rng import sample_rngs
+from ..core import (
+    BatchPlan,
+    callable_name,
+    sample_rngs,
+    takes_plan,
+    takes_rng,
+    wants_plan,
+    wants_rng,
+    warn_signature_read,
+)
 
 Transform = Callable[..., Any]
 """``transform(sample) -> sample`` or, marked ``@takes_rng``, ``transform(sample, rng)``."""

@@ -15,8 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core._plan import BatchPlan, plan_batch
-from ..core._samplers import Sampler
+from ..core import BatchPlan, Sampler, plan_batch
 from ._bad_samples import ErrorPolicy, SkippedSample
 from ._reads import ReadBound
 

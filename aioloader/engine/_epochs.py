@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..core._check import u64
+from ..core import u64
 from ._config import ResumeCursor
 
 

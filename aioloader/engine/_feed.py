@@ -35,8 +35,7 @@ import anyio
 from .._compat import add_note
 from .._errors import LoaderClosedError
 from .._threadsafe import threadsafe_caller
-from ..core._plan import BatchPlan
-from ..core._pool import release_batch
+from ..core import BatchPlan, release_batch
 from ._build import build_batch
 from ._config import LoaderConfig, LoaderCounters
 from ._processes import ProcessBuilders

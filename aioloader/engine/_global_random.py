@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import takes_plan
-from ..core._plan import BatchPlan
+from ..core import BatchPlan, takes_plan
 
 State = dict[str, Any]
 

@@ -10,9 +10,7 @@ from typing import Any, Generic, Literal, TypeVar, overload
 import anyio
 
 from .._protocols import Collator, Dataset, SyncDataset
-from ..core._autotune import Decision, Knobs
-from ..core._check import u64
-from ..core._samplers import Sampler
+from ..core import Decision, Knobs, Sampler, u64
 from ._autotune import AutoTune
 from ._bad_samples import ErrorHandler, SkippedSample
 from ._build import Transform

@@ -18,9 +18,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..core._autotune import Knobs
-from ..core._check import as_int, positive_up_to, u64
-from ..core._samplers import check_sampler
+from ..core import Knobs, as_int, check_sampler, positive_up_to, u64
 from ._autotune import AutoTune, AutoTuner
 from ._bad_samples import check_on_error
 from ._build import SamplesOnlyCollator, collator_takes_plan, transform_takes_rng

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from .._compat import add_note
-from ..core._plan import BatchPlan
+from ..core import BatchPlan
 
 RunInThread = Callable[..., Awaitable[Any]]
 

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import send_handle
 
 from .._compat import add_note
-from ..core._pool import release_batch
+from ..core import release_batch
 from ._build import build_batch
 from ._reads import read_chunk
 from ._shm_pool import WorkerArena

@@ -39,8 +39,7 @@ import anyio
 from .._compat import add_note
 from .._errors import LoaderClosedError, WorkerDiedError
 from .._threadsafe import threadsafe_caller
-from ..core._plan import BatchPlan
-from ..core._pool import release_batch
+from ..core import BatchPlan, release_batch
 from ._build import Transform
 from ._process_worker import worker_main
 from ._shm_pool import IS_POSIX, ParentSegments, SegmentLease, SegmentReturns, load_batch

@@ -24,7 +24,7 @@ import anyio.lowlevel
 import numpy as np
 
 from .._compat import BaseExceptionGroup, add_note
-from ..core._plan import BatchPlan
+from ..core import BatchPlan
 
 BatchReader = Callable[[BatchPlan, anyio.abc.TaskGroup], Awaitable[list[Any]]]
 

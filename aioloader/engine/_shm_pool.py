@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..core._pool import BatchState, BufferPool, PooledBatch, StepBatch
+from ..core import BatchState, BufferPool, PooledBatch, StepBatch
 
 SEGMENT_PREFIX = "aioloader-shm"
 """Name of every segment (``/memfd:aioloader-shm`` in ``/proc/<pid>/fd``)."""

@@ -12,8 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..core import RankSlice, sampler_identity
-from ..core._check import u64
+from ..core import RankSlice, sampler_identity, u64
 
 LEGACY_REPR_VERSION = 2
 """The state version whose fingerprint hashed ``repr(sampler)``."""

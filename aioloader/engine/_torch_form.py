@@ -15,10 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import default_collate, takes_plan
-from ..core._check import as_int, flag
-from ..core._plan import BatchPlan
-from ..core._samplers import Sampler
+from ..core import BatchPlan, Sampler, as_int, default_collate, flag, takes_plan
 from ._build import collator_takes_plan
 from ._torch_samplers import (
     FROM_TORCH,

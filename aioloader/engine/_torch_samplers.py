@@ -13,12 +13,14 @@ from typing import Any
 
 from ..core import (
     DistributedSampler,
+    IndexArray,
+    Sampler,
     SequentialSampler,
     ShuffledSampler,
     WeightedRandomSampler,
+    as_int,
+    batches_in,
 )
-from ..core._check import as_int
-from ..core._samplers import IndexArray, Sampler, batches_in
 
 FROM_TORCH = "docs/from-torch.md"
 TORCH_SAMPLERS = (

@@ -24,9 +24,7 @@ import sniffio
 from .. import kernels as _backend
 from .._compat import BaseExceptionGroup, add_note
 from .._threadsafe import threadsafe_caller
-from ..core._autotune import Knobs
-from ..core._plan import BatchPlan
-from ..core._pool import release_batch
+from ..core import BatchPlan, Knobs, release_batch
 from ._autotune import AutoTuner
 from ._bad_samples import StepRepairs
 from ._build import TRANSFORM_SLOT, build_batch

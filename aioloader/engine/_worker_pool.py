@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from ..core._plan import BatchPlan
+from ..core import BatchPlan
 from ._build import Transform
 from ._processes import ProcessBuilders, ProcessStatistics
 

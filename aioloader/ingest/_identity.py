@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._errors import ResumeMismatchError
-from ..sinks._manifest import Manifest
+from ..sinks import Manifest
 from ._images import ImageOptions, jpeg_encoder
 from ._inputs import InputRecord
 

@@ -39,11 +39,9 @@ from typing import Any
 import anyio
 
 from .._progress import Progress
-from ..engine._threads import BuildThreads
-from ..sinks._manifest import FailureRecord, InputEnd, ShardRecord
-from ..sinks._tar_writer import TarShardWriter
-from ..sources._http import HttpFetcher
-from ..sources._http_result import FetchResult
+from ..engine import BuildThreads
+from ..sinks import FailureRecord, InputEnd, ShardRecord, TarShardWriter
+from ..sources import FetchResult, HttpFetcher
 from ._extras import require_ingest_packages
 from ._identity import InputTrail, check_committed_inputs, output_settings
 from ._images import ImageOptions, process_image

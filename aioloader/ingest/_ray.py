@@ -30,15 +30,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import ObjectNotFoundError
-from ..sinks._destination import (
+from ..sinks import (
+    MANIFEST_NAME,
     Destination,
     LocalDestination,
+    Manifest,
+    ShardRecord,
     StoreDestination,
     make_destination,
+    read_manifest,
 )
-from ..sinks._manifest import Manifest, ShardRecord
-from ..sinks._read_back import read_manifest
-from ..sinks._tar_writer import MANIFEST_NAME
 from ._inputs import count_inputs
 from ._summary import IngestSummary
 
@@ -87,7 +88,7 @@ def _run_part(
     """One Ray task: ``ingest`` of ``[start, stop)`` into ``output`` (resumes when asked)."""
     import anyio
 
-    from ..sources._http import HttpFetcher
+    from ..sources import HttpFetcher
     from ._pipeline import ingest
 
     async def run() -> IngestSummary:

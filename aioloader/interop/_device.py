@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ..core._pool import release_batch
+from ..core import release_batch
 from ._walk import map_batch
 
 Key = tuple[tuple[int, ...], str]

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ..core._check import as_int
+from ..core import as_int
 from ._device import DeviceBackend, DeviceFeed, DeviceStatistics
 
 

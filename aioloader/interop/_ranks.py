@@ -11,9 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from ..core._check import as_int
-from ..core._samplers import Sampler
-from ..core._sharding import RankSlice
+from ..core import RankSlice, Sampler, as_int
 
 
 class RankInfo(NamedTuple):

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
-from ..core._check import as_int
+from ..core import as_int
 from ._device_stream import DeviceStream
 from ._jax_device import JaxDevice
 from ._walk import map_batch

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from ..core._check import u64
+from ..core import u64
 from ._device_stream import DeviceStream
 from ._torch_device import TorchDevice
 from ._walk import TensorBatch as TensorBatch

@@ -5,7 +5,9 @@ from .._errors import WriterConflictError as WriterConflictError
 from ._destination import Destination as Destination
 from ._destination import LocalDestination as LocalDestination
 from ._destination import StoreDestination as StoreDestination
+from ._destination import make_destination as make_destination
 from ._manifest import FailureRecord as FailureRecord
+from ._manifest import InputEnd as InputEnd
 from ._manifest import Manifest as Manifest
 from ._manifest import ShardRecord as ShardRecord
 from ._read_back import open_shards as open_shards

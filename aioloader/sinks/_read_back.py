@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import MalformedShardError, ObjectNotFoundError
-from ..sources._tar import TarShards
-from ..sources._tar_index import ShardIndex, index_json_name, load_index, save_index
+from ..sources import ShardIndex, TarShards, index_json_name, load_index, save_index
 from ._destination import Destination, LocalDestination, StoreDestination, make_destination
 from ._manifest import FailureRecord, Manifest
 from ._tar_writer import MANIFEST_NAME

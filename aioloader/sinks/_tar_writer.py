@@ -37,8 +37,8 @@ import anyio
 
 from .._errors import ResumeMismatchError, WriterConflictError
 from .._files import PIECE, AsyncFile, open_with, run_to_end
-from ..core._check import positive
-from ..sources._tar_index import ShardIndex, TarSampleEntry
+from ..core import positive
+from ..sources import ShardIndex, TarSampleEntry
 from ._destination import Destination, VersionConflictError, make_destination
 from ._lease import LEASE_NAME, WriterLease
 from ._manifest import VERSION, FailureRecord, InputEnd, Manifest, ShardRecord

@@ -19,6 +19,7 @@ from .cache import CacheStatistics as CacheStatistics
 from .cache import KnownFutureCache as KnownFutureCache
 
 if TYPE_CHECKING:
+    from ._concurrency import running_asyncio_loop as running_asyncio_loop
     from ._http import HttpFetcher as HttpFetcher
     from ._http_result import FAILURE_REASONS as FAILURE_REASONS
     from ._http_result import FetchResult as FetchResult
@@ -36,6 +37,11 @@ if TYPE_CHECKING:
     from ._tar import TarSample as TarSample
     from ._tar import TarShards as TarShards
     from ._tar import decode_tar_sample as decode_tar_sample
+    from ._tar_index import ShardIndex as ShardIndex
+    from ._tar_index import TarSampleEntry as TarSampleEntry
+    from ._tar_index import index_json_name as index_json_name
+    from ._tar_index import load_index as load_index
+    from ._tar_index import save_index as save_index
 
 _LAZY = {
     "FAILURE_REASONS": "._http_result",
@@ -55,6 +61,14 @@ _LAZY = {
     "TarSample": "._tar",
     "TarShards": "._tar",
     "decode_tar_sample": "._tar",
+    # For the other units of the package (not in ``__all__``): the shard writer writes the
+    # index ``TarShards`` reads; ingestion runs its threads' callbacks on the loop.
+    "ShardIndex": "._tar_index",
+    "TarSampleEntry": "._tar_index",
+    "index_json_name": "._tar_index",
+    "load_index": "._tar_index",
+    "save_index": "._tar_index",
+    "running_asyncio_loop": "._concurrency",
 }
 
 

@@ -19,8 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._compat import add_note
-from ..core import takes_key, wants_key
-from ..core._markers import callable_name, warn_signature_read
+from ..core import callable_name, takes_key, wants_key, warn_signature_read
 
 T = TypeVar("T")
 In = TypeVar("In")

@@ -47,7 +47,7 @@ from urllib.parse import urljoin, urlsplit
 
 import anyio
 
-from ..core._check import positive
+from ..core import positive
 from ._concurrency import PerLoop, semaphore
 from ._http_clients import CLIENTS, ClientAdapter, ClientSettings, make_client
 from ._http_policy import AddressPolicy, as_policy

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from .._errors import ObjectNotFoundError, SourceError
 from .._progress import Progress
-from ..core._check import flag
+from ..core import flag
 from ._concurrency import PerLoop, gather_ordered
 from ._local import PathLike, check_index
 

@@ -13,9 +13,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..core._check import u64
-from ..core._rng import SampleRng, derive
-from ..core._streams import RngStream
+from ..core import RngStream, SampleRng, derive, u64
 
 __all__ = (
     "RequestCounters",

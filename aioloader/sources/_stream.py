@@ -43,9 +43,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 import anyio
 from anyio.abc import TaskGroup
 
-from ..core._check import as_int, positive
-from ..core._rng import SampleRng, derive
-from ..core._streams import RngStream
+from ..core import RngStream, SampleRng, as_int, derive, positive
 
 __all__ = ("Stream",)
 
