@@ -39,8 +39,7 @@ from typing import Any
 
 import anyio
 
-from ...core._check import as_int
-from ...core._samplers import check_sampler
+from ...core import as_int, check_sampler
 from .._concurrency import PerLoop, gather_ordered
 from ._disk import DiskTier, shard_folder
 from ._planner import NEVER, HorizonPlanner

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ...core._check import u64
-from ...core._samplers import check_sampler
+from ...core import check_sampler, u64
 
 __all__ = ("NEVER", "Horizon", "HorizonPlanner", "Window", "merge")
 
