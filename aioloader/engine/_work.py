@@ -19,11 +19,10 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.abc
-import sniffio
 
-from .. import kernels as _backend
+from .. import kernels
 from .._compat import BaseExceptionGroup, add_note
-from .._threadsafe import threadsafe_caller
+from .._event_loops import spawn_system_task, threadsafe_caller
 from ..core import BatchPlan, Knobs, release_batch
 from ._autotune import AutoTuner
 from ._bad_samples import StepRepairs
@@ -52,9 +51,9 @@ async def _in_any_thread(function: Callable[..., Any], *args: Any) -> Any:
 def _never_loading(function: Callable[..., ResultT], *args: Any) -> ResultT:
     """``function(*args)`` on a thread that must not load the kernels (an event loop's, a
     consumer's): inside ``loading_elsewhere()`` until nothing is left to load."""
-    if _backend.settled():
+    if kernels.settled():
         return function(*args)
-    with _backend.loading_elsewhere():
+    with kernels.loading_elsewhere():
         return function(*args)
 
 
@@ -195,16 +194,7 @@ class StreamWork(Generic[BatchT]):
     def spawn(self) -> None:
         """Run the work in a background task of the running event loop (bare ``async for``)."""
         self._prepare()
-        if sniffio.current_async_library() == "trio":
-            import trio
-
-            trio.lowlevel.spawn_system_task(self._run_hosted, name="aioloader-stream")
-        else:
-            import asyncio
-
-            self._task = asyncio.get_running_loop().create_task(
-                self._run_hosted(), name="aioloader-stream"
-            )
+        self._task = spawn_system_task(self._run_hosted, name="aioloader-stream")
 
     async def _run_hosted(self) -> None:
         """``run`` in a background task: an error that escapes it goes to the consumer and
@@ -248,8 +238,8 @@ class StreamWork(Generic[BatchT]):
                 if tuned:  # threads that the tuner may take down to building inline
                     self._inline = workers == 0
                     workers = max(1, workers)
-                if _backend.chosen() == "numba" and _backend.to_load():
-                    await anyio.to_thread.run_sync(_backend.load)  # before the first step
+                if kernels.chosen() == "numba" and kernels.to_load():
+                    await anyio.to_thread.run_sync(kernels.load)  # before the first step
                 if config.executor == "process":  # worker processes build whole steps
                     assert self._pool is not None
                     self._processes = await self._pool.acquire()
@@ -330,12 +320,12 @@ class StreamWork(Generic[BatchT]):
 
     def _load_kernels_beside(self) -> None:
         """Load the compiled kernels in a worker thread once that compiles nothing."""
-        if _backend.settled():
+        if kernels.settled():
             return
         group = self._builders
-        if group is not None and not self._loading_kernels and _backend.to_load():
+        if group is not None and not self._loading_kernels and kernels.to_load():
             self._loading_kernels = True
-            group.start_soon(anyio.to_thread.run_sync, _backend.load)
+            group.start_soon(anyio.to_thread.run_sync, kernels.load)
 
     async def _build_step(self, step: int, group: anyio.abc.TaskGroup) -> BatchT:
         """Build ``step`` where the executor in use when it starts says: a switch of
