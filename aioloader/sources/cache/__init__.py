@@ -3,7 +3,8 @@
 - ``_planner``: the plan's next steps as numpy arrays, a bounded horizon at a time;
 - ``_plans``: one plan per stream the cache serves, on one clock;
 - ``_turns``: a sample on its way, and turns of work that yield to the event loop;
-- ``_policy``: eviction by next use (Belady) or recency, and the read-ahead budget;
+- ``_policy``: eviction by next use (Belady) or recency, fair shares of the room between
+  streams where no plan knows the next use, and the read-ahead budget;
 - ``_tiers`` and ``_disk``: the memory tier and the disk tier (atomic, checked files, in a
   folder it marks as its own);
 - ``_ranges``: byte ranges and their coalescing;

@@ -4,7 +4,10 @@ The batch at global step ``g`` is a pure function of ``(seed, g)``, so once told
 the seed and the start step (``plan``; the loader does it when a stream starts), the cache
 knows every future read. A ``HorizonPlanner`` keeps a few windows of it as numpy arrays,
 extended in worker threads as the reads move on; each stream (training, evaluation) keeps
-its own, on one clock (``_plans``). For the batch at step ``g`` the cache
+its own, on one clock (``_plans``). While several streams share the cache, each stream's
+next pass counts as known too (a stream that ended is expected back), and an entry no plan
+reads again belongs to the stream that used it last, which keeps its fair share of the
+room against the others (``_policy``). For the batch at step ``g`` the cache
 
 - fetches what the batch misses, grown over the run of its shard's neighbours that the
   horizon needs, and reads ahead what steps ``g+1 .. g+lookahead_steps`` need, each grown
@@ -44,7 +47,7 @@ from .._concurrency import PerLoop, gather_ordered
 from ._disk import DiskTier, shard_folder
 from ._planner import NEVER, HorizonPlanner
 from ._plans import PlannedStream, Plans
-from ._policy import Policy, ReadBudget
+from ._policy import Policy, ReadBudget, Sharing
 from ._ranges import ByteRange, check_coalescing
 from ._source import RangeSource
 from ._statistics import CacheStatistics, Tally
@@ -139,7 +142,8 @@ class KnownFutureCache:
         self._plans = Plans()  # one plan per stream it serves
         self._pending: dict[int, Pending] = {}
         self._pending_bytes = 0
-        self._ahead: dict[int, tuple[bytes, float]] = {}  # read ahead, not used: (data, when)
+        # read ahead, not used: (data, when, the stream it was read for)
+        self._ahead: dict[int, tuple[bytes, float, Hashable]] = {}
         self._ahead_bytes = 0
         self._writing: dict[int, bytes] = {}  # on their way to disk: served from here
         self._tally = Tally()
@@ -189,9 +193,12 @@ class KnownFutureCache:
         already held are kept. It computes the plan's first window; later windows are
         computed in worker threads while batches are read. With ``stop_step`` (the stream's
         end) nothing past it is planned or read ahead, and the plan is removed once its
-        last step is read. Several streams (training and evaluation) each keep their own
-        plan: ``stream`` (default ``(id(sampler), seed)``) replaces only its own. Returns
-        the stream's key, for ``unplan``.
+        last step is read; the stream is then expected back (the first window of its next
+        pass, from ``stop_step`` on, ranks what it reads while other streams share the
+        cache) until ``unplan`` or a stream never seen before starts. Several streams
+        (training and evaluation) each keep their own plan: ``stream`` (default
+        ``(id(sampler), seed)``) replaces only its own. Returns the stream's key, for
+        ``unplan``.
         """
         check_sampler(sampler)
         planner = HorizonPlanner(
@@ -206,27 +213,41 @@ class KnownFutureCache:
         first = planner.wanted_window()
         assert first is not None
         horizon = planner.extend(first)
+        after = None
+        if planner.stop is not None and planner.stop > planner.start:  # the next pass
+            after = HorizonPlanner(
+                sampler,
+                seed,
+                planner.stop,
+                window_steps=self.window_steps,
+                windows=1,
+                slack=0,
+                stop_step=2 * planner.stop - planner.start,
+            )
+            after.fill()
         key = (id(sampler), seed) if stream is None else stream
-        on_the_loop(self._register, key, planner, horizon)
+        on_the_loop(self._register, key, planner, horizon, after)
         return key
 
     def unplan(self, stream: Hashable) -> bool:
-        """Forget stream ``stream``'s plan (the key ``plan`` returned); False if it has none.
+        """Forget stream ``stream``'s plan (the key ``plan`` returned) and expect it no more;
+        False if it has no plan and is not expected back.
 
-        A stream with a stop step is forgotten when it ends; one without (or left early)
-        stays until the same stream plans again, or this.
+        A stream with a stop step unregisters when it ends but is expected back until this
+        (or a new stream) forgets it; one without (or left early) stays until the same
+        stream plans again, or this.
         """
         return bool(on_the_loop(self._unregister, stream))
 
-    def _register(self, key: Hashable, planner: HorizonPlanner, horizon: Any) -> None:
+    def _register(
+        self, key: Hashable, planner: HorizonPlanner, horizon: Any, after: HorizonPlanner | None
+    ) -> None:
         units = planner.install(horizon)
-        self._rerank(units, self._plans.add(key, planner, self._now))
+        self._rerank(units, self._plans.add(key, planner, self._now, after))
 
     def _unregister(self, key: Hashable) -> bool:
-        stream = self._plans.get(key)
-        if stream is None:
+        if not self._plans.forget(key):
             return False
-        self._plans.remove(stream)
         self._rerank([], None)
         return True
 
@@ -236,8 +257,9 @@ class KnownFutureCache:
         rest as never used again; read-ahead no plan needs is dropped."""
         for tier in self._tiers():
             tier.order.rank_all(NEVER)
-        for unit in fresh:
-            self._rank(unit)
+        for unit in fresh:  # as used now, by the stream that used it last
+            for tier in self._tiers():
+                tier.rank(unit, self._next_use(unit), self._now, tier.order.owner(unit))
         for unit in self._plans.units(but=new):
             for tier in self._tiers():
                 if unit in tier.order:
@@ -292,6 +314,11 @@ class KnownFutureCache:
     def _next_use(self, unit: int) -> int:
         return self._plans.next_use(unit)
 
+    def _sharing(self, reader: Hashable) -> Sharing | None:
+        """The streams sharing the tiers, for a read by stream ``reader`` (None: one)."""
+        streams = self._plans.sharing
+        return Sharing(reader, streams) if len(streams) > 1 else None
+
     async def _notice(self, units: list[int]) -> None:
         """New steps are known: rank again the entries they read."""
         turn = Turn()
@@ -327,6 +354,7 @@ class KnownFutureCache:
         if source is None:
             raise RuntimeError("KnownFutureCache is not bound to a source (pass it as cache=)")
         stream: PlannedStream | None = None
+        by: Hashable = None  # the stream reading (None: no plan knows the batch)
         step = 0
         found: dict[int, bytes] = {}
         waits: dict[int, Pending] = {}
@@ -342,15 +370,16 @@ class KnownFutureCache:
                 matched = self._plans.match(indices)
                 if matched is not None:
                     stream, step = matched
+                    by = stream.key
                     stream.planner.consume(step)
                     self._now = max(self._now, stream.time(step))
                     if stream.finished:  # its last step: the stream ends, its plan goes
-                        self._plans.remove(stream)
-                await self._classify(source, indices, found, waits, on_disk, need, claimed)
+                        self._plans.end(stream)
+                await self._classify(source, indices, found, waits, on_disk, need, claimed, by)
                 turn = Turn()
                 for unit in list(found):
                     if unit in self._ahead:
-                        self._use_ahead(unit, *writes)
+                        self._use_ahead(unit, *writes, by)
                         await turn.pause_if_due()
                 if stream is not None:
                     self._tally.planned_batches += 1
@@ -371,7 +400,7 @@ class KnownFutureCache:
                     group.start_soon(noting, failures, self._read_disk, on_disk, found, damaged)
                 if claimed or ahead:
                     try:
-                        await self._fetch(source, claimed, ahead, found)
+                        await self._fetch(source, claimed, ahead, found, by)
                     except Exception as error:
                         failures.insert(0, error)
             if failures:
@@ -380,13 +409,13 @@ class KnownFutureCache:
                 again: dict[int, Pending] = {}
                 for unit in damaged:
                     self._claim(source, unit, again, found)
-                await self._fetch(source, again, {}, found)
+                await self._fetch(source, again, {}, found, by)
             for unit, pending in waits.items():
                 await pending.wait()
                 if pending.data is None:  # the read that carried it failed: read it here
                     retry: dict[int, Pending] = {}
                     self._claim(source, unit, retry, found)
-                    await self._fetch(source, retry, {}, found)
+                    await self._fetch(source, retry, {}, found, by)
                 else:
                     found[unit] = pending.data
         finally:
@@ -408,8 +437,10 @@ class KnownFutureCache:
         on_disk: dict[int, Path],
         need: list[int],
         claimed: dict[int, Pending],
+        by: Hashable,
     ) -> None:
-        """Sort a batch's samples: held in memory, on disk, on their way, or to read."""
+        """Sort a batch's samples (stream ``by``'s): held in memory, on disk, on their way,
+        or to read."""
         tally = self._tally
         turn = Turn()
         for unit in dict.fromkeys(int(i) for i in indices):
@@ -418,7 +449,7 @@ class KnownFutureCache:
                 waits[unit] = self._pending[unit]
                 waits[unit].waiters += 1
                 continue
-            data = self._from_memory(unit)
+            data = self._from_memory(unit, by)
             if data is not None:
                 tally.hits += 1
                 tally.memory_hits += 1
@@ -427,7 +458,7 @@ class KnownFutureCache:
                 tally.hits += 1
                 tally.disk_hits += 1
                 on_disk[unit] = self.disk.paths[unit]
-                self._rank(unit)
+                self._rank(unit, by)
             elif unit in self._pending:
                 tally.hits += 1
                 waits[unit] = self._pending[unit]
@@ -437,37 +468,37 @@ class KnownFutureCache:
                 need.append(unit)
                 self._claim(source, unit, claimed, found)  # on its way before any await
 
-    def _from_memory(self, unit: int) -> bytes | None:
+    def _from_memory(self, unit: int, by: Hashable) -> bytes | None:
         data = self.memory.data.get(unit)
         if data is not None:
-            self._rank(unit)
+            self._rank(unit, by)
             return data
         held = self._ahead.get(unit)
         if held is not None:
             return held[0]
         return self._writing.get(unit)
 
-    def _rank(self, unit: int) -> None:
-        """A batch uses ``unit`` now: rank it by its next use, as used now."""
+    def _rank(self, unit: int, by: Hashable) -> None:
+        """A batch of stream ``by`` uses ``unit`` now: rank it by its next use, as used now."""
         for tier in self._tiers():
-            tier.rank(unit, self._next_use(unit), self._now)
+            tier.rank(unit, self._next_use(unit), self._now, by)
 
-    def _use_ahead(self, unit: int, deletes: list[Path], writes: _Writes) -> None:
+    def _use_ahead(self, unit: int, deletes: list[Path], writes: _Writes, by: Hashable) -> None:
         """A batch uses what was read ahead for it: it leaves the buffer for a tier."""
-        data, arrived = self._ahead.pop(unit)
+        data, arrived, owner = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
-        self.memory.unreserve(len(data))
+        self.memory.unreserve(len(data), owner)
         tally = self._tally
         tally.bytes_waiting -= len(data)
         tally.bytes_used += len(data)
         tally.prefetch_hits += 1
         tally.lead_total += time.monotonic() - arrived
-        self._admit(unit, data, deletes, writes)
+        self._admit(unit, data, deletes, writes, by)
 
     def _drop_ahead(self, unit: int) -> None:
-        data, _ = self._ahead.pop(unit)
+        data, _, owner = self._ahead.pop(unit)
         self._ahead_bytes -= len(data)
-        self.memory.unreserve(len(data))
+        self.memory.unreserve(len(data), owner)
         self._tally.bytes_waiting -= len(data)
         self._tally.bytes_dropped += len(data)
 
@@ -538,9 +569,10 @@ class KnownFutureCache:
                 if size and free(member):  # an empty sample needs no read
                     pending = chosen[member] = self._pending[member] = Pending(size)
                     pending.reserved = True  # room made for it (see room)
+                    pending.by = stream.key
                     self._pending_bytes += size
                 else:
-                    self.memory.unreserve(size)
+                    self.memory.unreserve(size, stream.key)
                 await turn.pause_if_due()
 
         reach = step + max(self.fill_steps, self.lookahead_steps)
@@ -592,19 +624,22 @@ class KnownFutureCache:
         """
         planner = stream.planner
         end = stream.time(planner.epoch_end(step))
-        victims = self.memory.room_for(size, end - 1, used_since=end - planner.steps_per_epoch)
+        victims = self.memory.room_for(
+            size, end - 1, end - planner.steps_per_epoch, self._sharing(stream.key)
+        )
         if victims is None:
             return False
         self._evict_from_memory(victims, deletes, writes)
-        self.memory.reserve(size)
+        self.memory.reserve(size, stream.key)
         return True
 
     def _evict_from_memory(self, victims: list[int], deletes: list[Path], writes: _Writes) -> None:
         """Evict ``victims`` from memory; each moves to disk if the disk tier admits it."""
         for victim in victims:
+            owner = self.memory.order.owner(victim)
             moved = self.memory.take(victim, evicted=True)
             if self.disk is None or victim not in self.disk:
-                self._to_disk(victim, moved, self._next_use(victim), deletes, writes)
+                self._to_disk(victim, moved, self._next_use(victim), deletes, writes, owner)
 
     async def _run(
         self, source: RangeSource, unit: int, limit: int, free: Any, turn: Turn
@@ -616,7 +651,7 @@ class KnownFutureCache:
             if not 0 <= other < len(source) or not free(other):
                 return None
             other_key, begin, stop = source.span_of(other)
-            if other_key != key or self._next_use(other) > limit:
+            if other_key != key or self._plans.next_use(other, passes=False) > limit:
                 return None
             return begin, stop
 
@@ -674,8 +709,10 @@ class KnownFutureCache:
         need: dict[int, Pending],
         ahead: dict[int, Pending],
         found: dict[int, bytes],
+        by: Hashable,
     ) -> None:
-        """Read ``need`` (for this batch) and ``ahead``, both already marked on their way."""
+        """Read ``need`` (for this batch of stream ``by``) and ``ahead``, both already marked
+        on their way."""
         demanded = set(need)
         owned = {**need, **ahead}
         units = list(owned)
@@ -712,7 +749,7 @@ class KnownFutureCache:
             await gather_ordered(read_some, parts)
         finally:
             with anyio.CancelScope(shield=True):
-                await self._keep(arrived, owned, demanded, deletes, writes)
+                await self._keep(arrived, owned, demanded, deletes, writes, by)
             for unit, pending in owned.items():
                 self._release(unit, pending)
             if deletes or writes:
@@ -726,7 +763,7 @@ class KnownFutureCache:
             self._pending_bytes -= pending.size
         if pending.reserved:  # read ahead, never arrived: its room goes back
             pending.reserved = False
-            self.memory.unreserve(pending.size)
+            self.memory.unreserve(pending.size, pending.by)
         pending.finish()
 
     async def _keep(
@@ -736,8 +773,10 @@ class KnownFutureCache:
         demanded: set[int],
         deletes: list[Path],
         writes: _Writes,
+        by: Hashable,
     ) -> None:
-        """Samples used now go to a tier if admitted; samples read ahead to the buffer."""
+        """Samples used now (by stream ``by``) go to a tier if admitted; samples read ahead
+        to the buffer."""
         tally = self._tally
         now = time.monotonic()
         turn = Turn()
@@ -754,45 +793,54 @@ class KnownFutureCache:
             if pending.reserved:  # read ahead: its room was made when it was chosen
                 pending.reserved = False
                 if unit in demanded or pending.waiters > 0 or self._holds(unit):
-                    self.memory.unreserve(size)
+                    self.memory.unreserve(size, pending.by)
             if unit in demanded or pending.waiters > 0:
                 tally.bytes_used += size
-                self._admit(unit, data, deletes, writes)
+                self._admit(unit, data, deletes, writes, by)
             elif not self._holds(unit):
-                self._ahead[unit] = (data, now)  # keeps the room reserved until used
+                self._ahead[unit] = (data, now, pending.by)  # keeps the room reserved until used
                 self._ahead_bytes += size
                 tally.bytes_waiting += size
                 tally.prefetched += 1
             else:
                 tally.bytes_dropped += size
 
-    def _admit(self, unit: int, data: bytes, deletes: list[Path], writes: _Writes) -> None:
-        """Keep a used sample if it is needed again before what it would evict.
+    def _admit(
+        self, unit: int, data: bytes, deletes: list[Path], writes: _Writes, by: Hashable
+    ) -> None:
+        """Keep a sample stream ``by`` used if it is needed again before what it would evict.
 
         Memory first, evicting entries needed later (they move to disk if the disk tier
-        admits them by the same rule); else the disk tier; else it is dropped.
+        admits them by the same rule); else the disk tier; else it is dropped. Another
+        stream's entries beyond the plans go only out of what it holds over its share.
         """
         if self._holds(unit):
             return
         when = self._next_use(unit)
-        victims = self.memory.room_for(len(data), when)
+        victims = self.memory.room_for(len(data), when, sharing=self._sharing(by))
         disk = self.disk
         if victims is not None:
             self._evict_from_memory(victims, deletes, writes)
             self.memory.put(unit, data)
-            self.memory.rank(unit, when, self._now)
+            self.memory.rank(unit, when, self._now, by)
             if disk is not None and disk.fits(len(data)):  # a copy for the next run
-                self._to_disk(unit, data, when, deletes, writes)
+                self._to_disk(unit, data, when, deletes, writes, by)
             return
-        self._to_disk(unit, data, when, deletes, writes)
+        self._to_disk(unit, data, when, deletes, writes, by)
 
     def _to_disk(
-        self, unit: int, data: bytes, when: int, deletes: list[Path], writes: _Writes
+        self,
+        unit: int,
+        data: bytes,
+        when: int,
+        deletes: list[Path],
+        writes: _Writes,
+        by: Hashable,
     ) -> None:
         disk = self.disk
         if disk is None or disk.degraded or unit in disk:
             return
-        victims = disk.room_for(len(data), when)
+        victims = disk.room_for(len(data), when, sharing=self._sharing(by))
         if victims is None:
             return
         for victim in victims:
@@ -801,7 +849,7 @@ class KnownFutureCache:
         path = self._disk_path(unit, data)
         disk.add(unit, len(data))
         disk.paths[unit] = path
-        disk.rank(unit, when, self._now)
+        disk.rank(unit, when, self._now, by)
         self._writing[unit] = data
         writes.append((unit, path, data))
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ._policy import EvictionOrder, Policy
+from collections.abc import Hashable
+
+from ._policy import EvictionOrder, Policy, Sharing
 
 __all__ = ("MemoryTier", "TierBook")
 
@@ -13,7 +15,8 @@ class TierBook:
     Entries are ranked for eviction (``order``) once ``rank`` is called. ``reserved``
     bytes count against the bound without being entries: the memory tier reserves there
     what is read ahead until its step uses it, so read-ahead shares the bound and can never
-    be evicted before its use.
+    be evicted before its use. ``held`` counts, per stream, the bytes of the entries it
+    used last and of the room reserved for it (None: no stream), for ``room_for``'s shares.
     """
 
     def __init__(self, max_bytes: int, policy: Policy) -> None:
@@ -22,6 +25,7 @@ class TierBook:
         self.order = EvictionOrder(policy)
         self.bytes = self.peak = self.evicted_bytes = self.evictions = 0
         self.reserved = 0
+        self.held: dict[Hashable, int] = {}
 
     def __contains__(self, unit: int) -> bool:
         return unit in self.sizes
@@ -33,30 +37,50 @@ class TierBook:
         """Whether ``size`` more bytes fit without evicting anything."""
         return self.bytes + self.reserved + size <= self.max_bytes
 
-    def room_for(self, size: int, wanted: int, used_since: int | None = None) -> list[int] | None:
+    def room_for(
+        self,
+        size: int,
+        wanted: int,
+        used_since: int | None = None,
+        sharing: Sharing | None = None,
+    ) -> list[int] | None:
         """Victims to evict so that ``size`` more bytes fit, each needed after ``wanted``
-        (see ``EvictionOrder.pop_victims`` for ``used_since``)."""
+        (see ``EvictionOrder.pop_victims`` for ``used_since``). With ``sharing``, each
+        other stream keeps its entries beyond the plans up to its share of the bound."""
         if size > self.max_bytes:
             return None
         over = self.bytes + self.reserved + size - self.max_bytes
         if over <= 0:
             return []
-        return self.order.pop_victims(over, wanted, self.sizes, used_since)
+        if sharing is None or len(sharing.streams) < 2:
+            return self.order.pop_victims(over, wanted, self.sizes, used_since)
+        share = self.max_bytes // len(sharing.streams)
+        others = {
+            stream: self.held.get(stream, 0) - share
+            for stream in sharing.streams
+            if stream != sharing.reader
+        }
+        under = 0 if sharing.reader is None else share - self.held.get(sharing.reader, 0) - size
+        return self.order.pop_victims(over, wanted, self.sizes, used_since, others, under)
 
     def add(self, unit: int, size: int) -> None:
         """Count ``unit``'s ``size`` bytes (call ``room_for`` first)."""
         self.sizes[unit] = size
         self.bytes += size
+        self._hold(None, size)
         self._held_changed()
 
-    def reserve(self, size: int) -> None:
-        """Count ``size`` bytes against the bound before they arrive (call ``room_for`` first)."""
+    def reserve(self, size: int, by: Hashable = None) -> None:
+        """Count ``size`` bytes against the bound before they arrive, for stream ``by``
+        (call ``room_for`` first)."""
         self.reserved += size
+        self._hold(by, size)
         self._held_changed()
 
-    def unreserve(self, size: int) -> None:
-        """Give back ``size`` reserved bytes (used, dropped, or their read failed)."""
+    def unreserve(self, size: int, by: Hashable = None) -> None:
+        """Give back ``size`` bytes reserved for ``by`` (used, dropped, or their read failed)."""
         self.reserved -= size
+        self._hold(by, -size)
         assert self.reserved >= 0, self.reserved
 
     def _held_changed(self) -> None:
@@ -64,23 +88,32 @@ class TierBook:
         self.peak = max(self.peak, held)
         assert held <= self.max_bytes, (self.bytes, self.reserved, self.max_bytes)
 
-    def rank(self, unit: int, next_use: int, used_at: int | None = None) -> None:
+    def rank(
+        self, unit: int, next_use: int, used_at: int | None = None, by: Hashable = None
+    ) -> None:
         """Make ``unit`` evictable, ranked by ``next_use`` (and ``used_at``: the step that
-        used it now, if one did)."""
-        if unit in self.sizes:
+        used it now, if one did, for stream ``by``)."""
+        size = self.sizes.get(unit)
+        if size is not None:
             if used_at is not None:
-                self.order.used(unit, used_at)
+                self._hold(self.order.used(unit, used_at, by), -size)
+                self._hold(by, size)
             self.order.push(unit, next_use)
 
     def remove(self, unit: int, *, evicted: bool) -> int:
         """Forget ``unit``; returns its size."""
         size = self.sizes.pop(unit)
-        self.order.forget(unit)
+        self._hold(self.order.forget(unit), -size)
         self.bytes -= size
         if evicted:
             self.evicted_bytes += size
             self.evictions += 1
         return size
+
+    def _hold(self, stream: Hashable, size: int) -> None:
+        held = self.held[stream] = self.held.get(stream, 0) + size
+        if not held:
+            del self.held[stream]
 
 
 class MemoryTier(TierBook):

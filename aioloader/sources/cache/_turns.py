@@ -4,7 +4,7 @@ yield to the event loop, failures noted instead of raised, and work sent to the 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import anyio
@@ -18,7 +18,7 @@ YIELD_SECONDS = 0.002
 class Pending:
     """A sample on its way: waiters get its bytes, or None when its read failed."""
 
-    __slots__ = ("_event", "data", "done", "reserved", "size", "waiters")
+    __slots__ = ("_event", "by", "data", "done", "reserved", "size", "waiters")
 
     def __init__(self, size: int) -> None:
         self._event: anyio.Event | None = None  # made for the first waiter only: cheap
@@ -27,6 +27,7 @@ class Pending:
         self.size = size
         self.waiters = 0
         self.reserved = False  # read ahead: its room is reserved in the memory tier
+        self.by: Hashable = None  # the stream it is read ahead for
 
     async def wait(self) -> None:
         """Wait until the read ends (``data`` is then the bytes, or None if it failed)."""
