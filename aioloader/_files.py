@@ -7,7 +7,8 @@ source's private modules (docs/architecture.md).
 Why not aiofiles alone: aiofiles runs each call with asyncio's ``run_in_executor``, so it
 needs a running asyncio loop; on trio it fails (``RuntimeError: no running event loop``).
 On trio, anyio's ``AsyncFile`` does the same work in trio's worker threads. ``AsyncFile``
-below hides the choice, so a caller writes one async code path for asyncio, uvloop and trio.
+below hides the choice (``aioloader._event_loops.file_calls`` makes it, and ``run_to_end``
+is that module's), so a caller writes one async code path for asyncio, uvloop and trio.
 
 Cancellation never leaves a file open, nor a thread still using it once the cancelled
 call is over. anyio cancels every await of a cancelled scope, ``close`` included, so
@@ -21,7 +22,6 @@ executor, as aiofiles' do.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
 from collections.abc import Callable, Iterable
@@ -29,7 +29,8 @@ from types import TracebackType
 from typing import IO, Any, Literal, TypeVar
 
 import anyio
-import sniffio
+
+from ._event_loops import file_calls, run_to_end
 
 __all__ = ("PIECE", "AsyncFile", "open_file", "open_with", "read_file", "run_to_end")
 
@@ -39,36 +40,6 @@ PIECE = 1 << 20
 T = TypeVar("T")
 
 BinaryMode = Literal["rb", "wb", "ab", "r+b", "xb"]
-
-
-def _on_asyncio() -> bool:
-    return sniffio.current_async_library() == "asyncio"
-
-
-async def run_to_end(fn: Callable[[], T], discard: Callable[[T], object] | None = None) -> T:
-    """``fn()`` in a worker thread, waited for to its end even when the caller is cancelled.
-
-    The cancellation goes on once ``fn`` has returned; what it returned to a caller that
-    is gone is passed to ``discard`` (a file to close, say). anyio's worker threads already
-    wait on an anyio cancellation (so on trio this is ``anyio.to_thread.run_sync``); on
-    asyncio the thread is also waited for after a plain ``task.cancel()``.
-    """
-    if not _on_asyncio():
-        return await anyio.to_thread.run_sync(fn)
-    future = asyncio.get_running_loop().run_in_executor(None, fn)
-    try:
-        return await asyncio.shield(future)
-    except BaseException:
-        if discard is not None:
-
-            def discard_result(done: asyncio.Future[T]) -> None:
-                if not done.cancelled() and done.exception() is None:
-                    discard(done.result())
-
-            future.add_done_callback(discard_result)
-        with anyio.CancelScope(shield=True):
-            await asyncio.wait([future])
-        raise
 
 
 class AsyncFile:
@@ -86,12 +57,7 @@ class AsyncFile:
     def __init__(self, wrapped: IO[bytes]) -> None:
         self.wrapped = wrapped
         self._calls: Any
-        if _on_asyncio() and isinstance(wrapped, io.BufferedIOBase):
-            from aiofiles.threadpool import wrap
-
-            self._calls = wrap(wrapped)
-        else:
-            self._calls = anyio.wrap_file(wrapped)
+        self._calls = file_calls(wrapped)
 
     def __repr__(self) -> str:
         return f"AsyncFile({self.wrapped!r})"

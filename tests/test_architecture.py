@@ -27,7 +27,8 @@ LINTED = [
 # sub-package or a top-level module) may import its own modules and the units of lower
 # layers, never a unit of its own layer or of a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_compat", "_errors", "_files", "_progress", "_threadsafe"),  # no domain
+    ("_compat", "_errors", "_event_loops"),  # no domain: versions, errors, event loops
+    ("_files", "_progress"),  # no domain: files in pieces (on each event loop), progress
     ("core",),  # pure: rng, samplers, plans, collation, pool
     ("_protocols", "kernels"),  # kernels: compiling, caching, choosing the batch kernels
     ("engine", "sources", "datasets"),
@@ -207,6 +208,52 @@ def test_units_meet_through_their_faces() -> None:
     assert offending == []
 
 
+# The event-loop libraries, spoken to by ``aioloader/_event_loops.py`` alone (as anyio keeps
+# its ``_backends``): every other module calls that module's operations, so what the package
+# does differently on asyncio and on trio is read in one place. No exception is listed.
+EVENT_LOOP_LIBRARIES = frozenset({"asyncio", "trio", "sniffio", "uvloop"})
+EVENT_LOOPS_MODULE = "aioloader._event_loops"
+EVENT_LOOP_EXCEPTIONS: frozenset[str] = frozenset()
+
+
+def _event_loop_imports(tree: ast.AST) -> list[str]:
+    """The event-loop libraries ``tree`` imports, wherever the import stands."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [name for name in names if name.split(".")[0] in EVENT_LOOP_LIBRARIES]
+    return found
+
+
+def test_the_event_loop_check_finds_every_form_of_import() -> None:
+    source = (
+        "import asyncio.events\nfrom trio import lowlevel\nimport anyio\n"
+        "def f():\n    import sniffio, uvloop\n    from . import trio\n"
+    )
+    assert _event_loop_imports(ast.parse(source)) == [
+        "asyncio.events",
+        "trio",
+        "sniffio",
+        "uvloop",
+    ]
+
+
+def test_only_the_event_loops_module_speaks_to_the_event_loop_libraries() -> None:
+    offending = [
+        f"{path.relative_to(ROOT)} imports {imported}"
+        for name, path in _package_modules().items()
+        if name != EVENT_LOOPS_MODULE and name not in EVENT_LOOP_EXCEPTIONS
+        for imported in _event_loop_imports(ast.parse(path.read_text(), filename=str(path)))
+    ]
+    assert offending == []
+    assert _event_loop_imports(ast.parse((PACKAGE / "_event_loops.py").read_text()))
+
+
 def test_command_line_parsing_lives_in_cli() -> None:
     """argparse (and so every option and argument type) is imported by ``cli/`` alone."""
     offending = []
@@ -221,7 +268,7 @@ def test_command_line_parsing_lives_in_cli() -> None:
 
 def test_every_helper_of_no_domain_serves_the_library() -> None:
     """A ground-floor module that only the command line imports belongs in ``cli/``."""
-    importers: dict[str, set[str]] = {unit: set() for unit in LAYERS[0]}
+    importers: dict[str, set[str]] = {unit: set() for unit in LAYERS[0] + LAYERS[1]}
     for name, path in _package_modules().items():
         for imported in _imports(path):
             target = _unit(imported) if imported.startswith("aioloader.") else ""

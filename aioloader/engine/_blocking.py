@@ -10,7 +10,7 @@ import anyio
 from anyio.from_thread import start_blocking_portal
 
 from .._errors import LoaderClosedError
-from .._threadsafe import threadsafe_caller
+from .._event_loops import default_backend_options, threadsafe_caller
 from ..core import release_batch
 from ._handoff import BatchHandOff, HandOffClosed
 from ._stream import BatchStream
@@ -26,17 +26,6 @@ class Streams(Protocol[BatchT]):
 
     def stream(self, start: int | None = None, stop: int | None = None) -> BatchStream[BatchT]:
         """The batches of global steps ``[start, stop)``."""
-
-
-def default_backend_options(backend: str) -> dict[str, Any]:
-    """uvloop for asyncio where it is installed, nothing otherwise."""
-    if backend != "asyncio":
-        return {}
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:  # pragma: no cover - uvloop is installed where the platform has it
-        return {}
-    return {"use_uvloop": True}
 
 
 def check_backend(backend: object) -> str:

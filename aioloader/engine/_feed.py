@@ -34,7 +34,7 @@ import anyio
 
 from .._compat import add_note
 from .._errors import LoaderClosedError
-from .._threadsafe import threadsafe_caller
+from .._event_loops import threadsafe_caller
 from ..core import BatchPlan, release_batch
 from ._build import build_batch
 from ._config import LoaderConfig, LoaderCounters

@@ -38,7 +38,7 @@ import anyio
 
 from .._compat import add_note
 from .._errors import LoaderClosedError, WorkerDiedError
-from .._threadsafe import threadsafe_caller
+from .._event_loops import threadsafe_caller
 from ..core import BatchPlan, release_batch
 from ._build import Transform
 from ._process_worker import worker_main

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from .._errors import LoaderClosedError
-from ._events import LoopEvent, loop_event_type
+from .._event_loops import LoopEvent, loop_event_type
 
 T = TypeVar("T")
 

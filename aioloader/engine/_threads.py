@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .._threadsafe import threadsafe_caller
+from .._event_loops import threadsafe_caller
 
 ResultT = TypeVar("ResultT")
 

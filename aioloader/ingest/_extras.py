@@ -10,7 +10,7 @@ import importlib.util
 import os
 from typing import Any
 
-from ..sources import running_asyncio_loop
+from .._event_loops import running_asyncio_loop
 
 __all__ = ("MissingExtraError", "require_ingest_packages")
 

@@ -19,7 +19,6 @@ from .cache import CacheStatistics as CacheStatistics
 from .cache import KnownFutureCache as KnownFutureCache
 
 if TYPE_CHECKING:
-    from ._concurrency import running_asyncio_loop as running_asyncio_loop
     from ._http import HttpFetcher as HttpFetcher
     from ._http_result import FAILURE_REASONS as FAILURE_REASONS
     from ._http_result import FetchResult as FetchResult
@@ -68,7 +67,6 @@ _LAZY = {
     "index_json_name": "._tar_index",
     "load_index": "._tar_index",
     "save_index": "._tar_index",
-    "running_asyncio_loop": "._concurrency",
 }
 
 

@@ -1,47 +1,25 @@
-"""Small helpers the sources share: ordered gather, per-event-loop state.
+"""Small helpers the sources share: ordered gather, per-event-loop state, shared limits.
 
-They work on every anyio backend; on asyncio they use asyncio's own tasks and semaphores,
-which cost several times less per read than anyio's portable ones.
+They work on every anyio backend. The ordered gather, the semaphore and the running-loop
+check are ``aioloader._event_loops``' (asyncio's own tasks and semaphores on asyncio, which
+cost several times less per read than anyio's portable ones), named here for the sources.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Generic, TypeVar
 
 import anyio
 
-from .._threadsafe import threadsafe_caller
+from .._event_loops import gather_ordered as gather_ordered
+from .._event_loops import loop_key, threadsafe_caller
+from .._event_loops import running_asyncio_loop as running_asyncio_loop
+from .._event_loops import semaphore as semaphore
 
 T = TypeVar("T")
-R = TypeVar("R")
-
-
-def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop, or None when the caller runs on another library (trio)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _loop_key() -> object:
-    loop = running_asyncio_loop()
-    if loop is not None:
-        return loop
-    import trio
-
-    return trio.lowlevel.current_trio_token()
-
-
-def semaphore(value: int) -> Any:
-    """A semaphore for the running loop: asyncio's own on asyncio, anyio's elsewhere."""
-    if running_asyncio_loop() is not None:
-        return asyncio.Semaphore(value)
-    return anyio.Semaphore(value)
 
 
 class _Waiter:
@@ -152,7 +130,7 @@ class PerLoop(Generic[T]):
 
     def get(self) -> T:
         """The value for the running loop, built on first use."""
-        key = _loop_key()
+        key = loop_key()
         if self._value is None or self._key is not key:
             self._value = self._factory()
             self._key = key
@@ -194,64 +172,3 @@ def _start(generator: AsyncGenerator[None, None]) -> None:
     except StopIteration:
         return
     raise RuntimeError("the keeper awaited before its first yield")  # pragma: no cover
-
-
-async def gather_ordered(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
-    """``[await fn(x) for x in items]`` run concurrently; results keep the order of ``items``.
-
-    When the call at position ``p`` fails, the calls after ``p`` are cancelled and those
-    before it run to the end; then the failure of the lowest position is raised as itself
-    (not in an exception group). So which error a batch reports does not depend on timing.
-    """
-    if len(items) <= 1:
-        return [await fn(item) for item in items]
-    if running_asyncio_loop() is not None:
-        return await _gather_asyncio(fn, items)
-    results: list[R | None] = [None] * len(items)
-    errors: dict[int, Exception] = {}
-    scopes = [anyio.CancelScope() for _ in items]
-
-    async def run(position: int, item: T) -> None:
-        with scopes[position]:
-            try:
-                results[position] = await fn(item)
-            except Exception as exc:
-                errors[position] = exc
-                for scope in scopes[position + 1 :]:
-                    scope.cancel()
-
-    async with anyio.create_task_group() as group:
-        for position, item in enumerate(items):
-            group.start_soon(run, position, item)
-    if errors:
-        raise errors[min(errors)]
-    return results  # type: ignore[return-value]  # every slot was filled
-
-
-async def _gather_asyncio(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
-    # Plain asyncio tasks cost a fraction of anyio's task-group tasks (a batch spawns many).
-    tasks: list[asyncio.Future[R]] = []
-
-    async def run(position: int, item: T) -> R:
-        try:
-            return await fn(item)
-        except Exception:
-            for later in tasks[position + 1 :]:
-                later.cancel()
-            raise
-
-    tasks.extend(asyncio.ensure_future(run(p, item)) for p, item in enumerate(items))
-    try:
-        await asyncio.wait(tasks)
-    finally:
-        pending = [task for task in tasks if not task.done()]
-        for task in pending:  # cancelled from outside: take the reads down with us
-            task.cancel()
-        if pending:
-            with anyio.CancelScope(shield=True):
-                await asyncio.wait(pending)
-    failures = [task.exception() for task in tasks if not task.cancelled()]
-    for failure in failures:  # in position order; also marks every exception retrieved
-        if failure is not None:
-            raise failure
-    return [task.result() for task in tasks]

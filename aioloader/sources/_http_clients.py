@@ -21,7 +21,6 @@ named in the environment (a proxy connects on its own, where no check can follow
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import netrc
 import os
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from ._concurrency import running_asyncio_loop
+from .._event_loops import AsyncioTimeoutError, running_asyncio_loop
 from ._http_policy import AddressPolicy, BlockedAddressError, resolve
 from ._http_result import FailureReason
 
@@ -191,7 +190,7 @@ class _Aiohttp(ClientAdapter):
         refused = _refused(exc)
         if refused is not None:
             return refused
-        if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        if isinstance(exc, (AsyncioTimeoutError, aiohttp.ServerTimeoutError)):
             kind = "connect" if "connect" in type(exc).__name__.lower() else "read"
             return "timeout", f"{kind} timed out", True
         if isinstance(exc, aiohttp.InvalidURL):

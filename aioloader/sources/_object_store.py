@@ -38,7 +38,8 @@ import obstore
 
 from .._compat import add_note
 from .._errors import ObjectNotFoundError, SourceError
-from ._concurrency import PerLoop, SharedLimit, gather_ordered, running_asyncio_loop
+from .._event_loops import running_asyncio_loop
+from ._concurrency import PerLoop, SharedLimit, gather_ordered
 from ._decode import decode_bytes, decode_named, decoder_takes_key, naming_sample
 from ._local import check_index
 from ._retry import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from aioloader._threadsafe import threadsafe_caller
+from aioloader._event_loops import threadsafe_caller
 from aioloader.engine._handoff import BatchHandOff, HandOffClosed
 
 pytestmark = pytest.mark.anyio
