@@ -27,6 +27,11 @@ FEWER_THREADS_TOLERANCE = 0.95
 GIL_SHARE = 0.6
 """Builds hold the GIL when the threads busy building use less than this share of the cores
 they could use (``min(threads busy, cores)``)."""
+
+PROCESS_GAIN = 1.5
+"""Processes go on trial only where they could use this many times the cores the threads
+used: one worker process against GIL-bound threads on two cores gains nothing it could
+measure, and its start and the samples' trips cost."""
 THREADS_TOLERANCE = 0.95
 """A probe of threads after processes stays at this share of the processes' rate, or more."""
 PATIENCE_LIMIT = 16
@@ -269,6 +274,12 @@ def holds_gil(window: Window, rule: ExecutorRule, wait_share: float) -> bool:
     return busy >= rule.min_busy and window.cores_used < GIL_SHARE * min(busy, rule.cores)
 
 
+def processes_could_gain(window: Window, rule: ExecutorRule) -> bool:
+    """Whether ``rule.processes`` worker processes could use ``PROCESS_GAIN`` times the cores
+    the window's threads used (at most ``rule.cores`` of them run at once)."""
+    return min(rule.processes, rule.cores) >= PROCESS_GAIN * window.cores_used
+
+
 def tune(
     step: int,
     window: Window,
@@ -318,7 +329,7 @@ def tune(
         return decide(step, window, replace(state, since=since), fixed, wait_share, knobs.workers)
     if state.trial is not None or not rule.processes:
         return decide(step, window, state, bounds, wait_share, least_workers)
-    if not holds_gil(window, rule, wait_share):
+    if not holds_gil(window, rule, wait_share) or not processes_could_gain(window, rule):
         state = replace(state, streak=0, since=since)
         return decide(step, window, state, bounds, wait_share, least_workers)
     streak = state.streak + 1

@@ -15,6 +15,7 @@ from aioloader.core._autotune import (
     Window,
     decide,
     holds_gil,
+    processes_could_gain,
     tune,
 )
 
@@ -62,6 +63,30 @@ def test_no_evidence_without_busy_threads_cores_or_a_waiting_consumer() -> None:
     # min_busy=0: any busy thread that uses no CPU at all holds the GIL
     assert holds_gil(window(cpu=0.0, busy=0.5), replace(RULE, min_busy=0.0), 0.0)
     assert not holds_gil(window(cpu=0.0, busy=0.0), replace(RULE, min_busy=0.0), 0.0)
+
+
+def test_processes_go_on_trial_only_where_they_could_use_1_5x_the_threads_cores() -> None:
+    # W1u on 2 cores: 1.76 threads busy used 0.879 cores; one worker process could use 1
+    two_cores = replace(RULE, processes=1, cores=2)
+    held = window(cpu=8.79, busy=17.6)
+    assert holds_gil(held, two_cores, 0.05)
+    assert not processes_could_gain(held, two_cores)
+    state = START
+    for step in range(8, 200, 8):
+        state, decision = tune(step, held, state, BOUNDS, 0.05, 0, two_cores)
+        assert decision is None or decision.knob != "processes"
+    assert state.knobs.processes == 0
+    # 15 processes on 16 cores against the same threads: on trial after two windows
+    sixteen = replace(RULE, processes=15, cores=16)
+    assert processes_could_gain(held, sixteen)
+    state, _ = tune(8, held, START, BOUNDS, 0.05, 0, sixteen)
+    state, decision = tune(16, held, state, BOUNDS, 0.05, 0, sixteen)
+    assert decision is not None
+    assert (decision.knob, decision.new) == ("processes", 15)
+    # the bound itself: 1.5 x 1.0 core used needs 2 processes (and 2 cores to run them)
+    assert processes_could_gain(GIL, replace(RULE, processes=2, cores=2))
+    assert not processes_could_gain(GIL, replace(RULE, processes=2, cores=1))
+    assert not processes_could_gain(window(cpu=14.0, busy=40.0), replace(RULE, processes=2))
 
 
 def test_two_gil_windows_put_processes_on_trial_and_a_faster_window_keeps_them() -> None:
