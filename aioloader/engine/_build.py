@@ -90,19 +90,9 @@ def transform_takes_rng(transform: Callable[..., Any]) -> bool:
     Raises:
         TypeError: it is marked ``@takes_rng`` but takes one positional argument only.
     """
-    declared = wants_rng(transform)
-    signature = _signature(transform)
-    if declared is not None:
-        if declared and not _accepts_two(signature):
-            raise TypeError(
-                "transform is marked @takes_rng so must accept transform(sample, rng) but "
-                f"{callable_name(transform)!r} has the signature {signature}"
-            )
-        return declared
-    if _takes_second(signature, "rng"):
-        warn_signature_read(transform, "transform", "rng", takes_rng.__name__)
-        return True
-    return False
+    return _second_argument(
+        transform, wants_rng(transform), _signature(transform), "transform", "sample", "rng"
+    )
 
 
 TRANSFORM_SLOT = "__aioloader_transform_slot__"
@@ -164,15 +154,29 @@ def collator_takes_plan(collator: Callable[..., Any]) -> bool:
                 "collator must accept collator(samples, plan) or collator(samples) but "
                 f"{callable_name(collator)!r} has the signature {signature}"
             )
+    return _second_argument(collator, declared, signature, "collator", "samples", "plan")
+
+
+def _second_argument(
+    function: Any,
+    declared: bool | None,
+    signature: inspect.Signature | None,
+    role: str,
+    first: str,
+    second: str,
+) -> bool:
+    """Whether ``function`` (a transform or collator) gets ``second``: as its marker
+    (``@takes_rng``, ``@takes_plan``) declares, else, deprecated, as its signature says."""
+    marker = takes_rng.__name__ if second == "rng" else takes_plan.__name__
     if declared is not None:
         if declared and not _accepts_two(signature):
             raise TypeError(
-                "collator is marked @takes_plan so must accept collator(samples, plan) but "
-                f"{callable_name(collator)!r} has the signature {signature}"
+                f"{role} is marked @{marker} so must accept {role}({first}, {second}) but "
+                f"{callable_name(function)!r} has the signature {signature}"
             )
         return declared
-    if _takes_second(signature, "plan"):
-        warn_signature_read(collator, "collator", "plan", takes_plan.__name__)
+    if _takes_second(signature, second):
+        warn_signature_read(function, role, second, marker)
         return True
     return False
 

@@ -20,20 +20,9 @@ from aioloader.core import BlockShuffledSampler, ShuffledSampler, digest_stream
 from aioloader.engine import DataLoader
 from aioloader.sources._tar import COALESCE_GAP, TarShards
 from tests._support.s3 import S3Info
+from tests.sources.cache.helpers import LoggedShards
 
 # -- the rule ---------------------------------------------------------------------------
-
-
-class LoggedShards(TarShards[Any]):
-    """``TarShards`` logging every range it reads (one entry per request)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.log: list[tuple[str, int, int]] = []
-        super().__init__(*args, **kwargs)
-
-    async def read_range(self, key: str, start: int, end: int) -> bytes:
-        self.log.append((key, start, end))
-        return await super().read_range(key, start, end)
 
 
 def _tar(members: Sequence[tuple[str, bytes]]) -> bytes:
