@@ -68,13 +68,6 @@ def _sync_getter(dataset: Any) -> Callable[[int], Any]:
     return getter if callable(getter) else dataset.__getitem__  # type: ignore[no-any-return]
 
 
-def _length(dataset: Any, name: str) -> int:
-    length = len(dataset)
-    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
-        raise ValueError(f"len({name}) must be an int >= 0 but got {length!r}")
-    return length
-
-
 def _position(index: Any, length: int) -> int:
     """``index`` as an int in ``[0, length)``, or a ``TypeError``/``IndexError`` naming it."""
     if isinstance(index, (bool, np.bool_)) or not hasattr(index, "__index__"):
@@ -190,7 +183,7 @@ class Subset(Generic[SampleT]):
         kind = _kind(dataset, "dataset")
         if not isinstance(indices, (Sequence, np.ndarray, range)):
             indices = list(indices)
-        positions = _positions(indices, _length(dataset, "dataset"), "indices")
+        positions = _positions(indices, len(dataset), "indices")
         positions.flags.writeable = False
         self = super().__new__(_SUBSET_KINDS[kind])
         self.dataset, self.indices, self._kind = dataset, positions, kind
@@ -279,10 +272,7 @@ class ConcatDataset(Generic[SampleT]):
     def __new__(cls, datasets: Any) -> ConcatDataset[Any]:
         listed = tuple(_listed(datasets))
         kinds = [_kind(dataset, f"datasets[{number}]") for number, dataset in enumerate(listed)]
-        lengths = np.asarray(
-            [_length(dataset, f"datasets[{number}]") for number, dataset in enumerate(listed)],
-            dtype=np.int64,
-        )
+        lengths = np.asarray([len(dataset) for dataset in listed], dtype=np.int64)
         if set(kinds) == {_SYNC}:
             kind: type[ConcatDataset[Any]] = _SyncConcat
         else:
