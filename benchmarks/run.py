@@ -21,6 +21,7 @@ for _path in (HERE, HERE.parent):  # benchmark modules, and tests._support for t
         sys.path.insert(0, str(_path))
 
 import harness  # noqa: E402
+import micro  # noqa: E402
 import report  # noqa: E402
 import workloads  # noqa: E402
 
@@ -63,7 +64,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"comma-separated subset of {','.join(WORKLOADS)} "
         f"({','.join(OPT_IN)} only when named)",
     )
+    parser.add_argument(
+        "--micro",
+        nargs=argparse.REMAINDER,
+        metavar="NAME",
+        help="run micro-benchmark NAME instead, with the options after it (NAME --help): "
+        + ", ".join(micro.MODULES),
+    )
     args = parser.parse_args(argv)
+    if args.micro is not None and (not args.micro or args.micro[0] not in micro.MODULES):
+        parser.error(f"--micro must name one of {', '.join(micro.MODULES)} but got {args.micro}")
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
     unknown = sorted(set(chosen) - set(WORKLOADS))
     if unknown:
@@ -94,6 +104,8 @@ def load_kernels(log: harness.Log) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.micro:
+        return micro.run(args.micro)
     harness.use_peer_paths(args.peer_path)
 
     def log(text: str) -> None:

@@ -7,18 +7,22 @@ loop's thread); worker processes build the batches (``--workers``, each sample c
 0.97x ``for`` in batches/s. The row "async dataset" reads in the parent, on the held loop
 (not fed off the loop: shown for comparison).
 
-    python benchmarks/micro/held_loop.py --steps 60
+    python benchmarks/run.py --micro held_loop --steps 60
 """
 
 import contextlib
+import sys
 import time
+from pathlib import Path
 
 import anyio
-from _common import BACKENDS, options
 
 from aioloader import DataLoader
 from aioloader.core import SequentialSampler
 from aioloader.testing import MemoryDataset, StackCollator
+
+sys.path.insert(0, str(Path(__file__).parents[2]))  # run by path: the repo root, for benchmarks
+from benchmarks.micro._common import BACKENDS, options
 
 SAMPLE_MS = 2.0
 
