@@ -13,9 +13,13 @@ from ._autotune import Window as Window
 from ._autotune import tune as tune
 from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
 from ._check import as_int as as_int
+from ._check import at_least as at_least
+from ._check import at_least_or_none as at_least_or_none
 from ._check import flag as flag
+from ._check import instance_not_bool as instance_not_bool
 from ._check import positive as positive
 from ._check import positive_up_to as positive_up_to
+from ._check import real as real
 from ._check import u64 as u64
 from ._compiled import install_kernels as install_kernels
 from ._compiled import load_kernels as load_kernels

@@ -31,16 +31,61 @@ def _describe_limit(limit: int) -> str:
     return str(limit)
 
 
-def as_int(name: str, value: Any) -> int:
-    """Return ``value`` as a Python int, refusing bools, floats and other non-integers."""
+def _index(rule: str, value: Any) -> int:
+    """``value`` as a Python int, or a ``TypeError`` reading "<rule> but got ..."."""
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer but got a bool ({value!r})")
+        raise TypeError(f"{rule} but got a bool ({value!r})")
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(
-            f"{name} must be an integer but got {type(value).__name__} ({value!r})"
-        ) from None
+        raise TypeError(f"{rule} but got {type(value).__name__} ({value!r})") from None
+
+
+def as_int(name: str, value: Any) -> int:
+    """Return ``value`` as a Python int, refusing bools, floats and other non-integers."""
+    return _index(f"{name} must be an integer", value)
+
+
+def at_least(name: str, value: Any, minimum: int) -> int:
+    """Return ``value`` as an int >= ``minimum``; both errors state the whole rule.
+
+    >>> at_least("threads", 0, 1)
+    Traceback (most recent call last):
+    ValueError: threads must be an integer >= 1 but got 0
+    """
+    return _at_least(f"{name} must be an integer >= {minimum}", value, minimum)
+
+
+def at_least_or_none(name: str, value: Any, minimum: int) -> int | None:
+    """Return None, or ``value`` as an int >= ``minimum``."""
+    if value is None:
+        return None
+    return _at_least(f"{name} must be an integer >= {minimum} or None", value, minimum)
+
+
+def _at_least(rule: str, value: Any, minimum: int) -> int:
+    number = _index(rule, value)
+    if number < minimum:
+        raise ValueError(f"{rule} but got {number}")
+    return number
+
+
+REAL = (int, float, np.integer, np.floating)
+
+
+def instance_not_bool(name: str, value: Any, kinds: tuple[type, ...], what: str) -> Any:
+    """Return ``value`` if it is one of ``kinds`` but not a bool, else "<name> must be <what>".
+
+    ``isinstance(True, int)`` holds, so every check for a number must refuse bools itself.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds):
+        raise TypeError(f"{name} must be {what} but got {seen(value)}")
+    return value
+
+
+def real(name: str, value: Any) -> Any:
+    """Return ``value`` if it is a real number (Python or numpy int or float, not a bool)."""
+    return instance_not_bool(name, value, REAL, "a real number")
 
 
 def flag(name: str, value: Any) -> bool:
@@ -102,9 +147,7 @@ def instance_or_none(name: str, value: Any, kind: type[T]) -> T | None:
 
 def finite_non_negative(name: str, value: Any) -> float:
     """Return ``value`` as a float that is finite and >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number but got {type(value).__name__} ({value!r})")
-    number = float(value)
+    number = float(real(name, value))
     if math.isnan(number) or math.isinf(number) or number < 0:
         raise ValueError(f"{name} must be finite and >= 0 but got {number!r}")
     return number
