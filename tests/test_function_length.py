@@ -26,7 +26,6 @@ ALLOWED: dict[str, int] = {
     "aioloader/sinks/_tar_writer.py::TarShardWriter.__init__": 61,
     "aioloader/sources/_http.py::HttpFetcher.__init__": 63,
     "aioloader/sources/_tar.py::TarShards.__init__": 80,
-    "aioloader/sources/_tar_index.py::iter_members": 78,
     "aioloader/sources/cache/_cache.py::KnownFutureCache._ahead_of": 68,
     "aioloader/sources/cache/_cache.py::KnownFutureCache.read": 78,
 }

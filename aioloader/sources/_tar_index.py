@@ -158,6 +158,87 @@ def _header_name(header: bytes, shard: str, offset: int) -> str:
     return name
 
 
+def _read_header(
+    read: Callable[[int, int], bytes], pos: int, size: int, shard: str
+) -> bytes | None:
+    """The header block at ``pos``, its checksum checked, or None at the zero block that
+    ends the archive; a shard that ends first raises."""
+    if pos == size:
+        # Without the end-of-archive block a cut at a member boundary would look whole
+        # and silently lose the samples (or fields) after it: refuse it.
+        raise MalformedShardError(
+            f"shard {shard!r} is truncated: it ends at byte {size} after a member, "
+            "without the zero block that ends a tar archive"
+        )
+    if pos + BLOCK > size:
+        raise MalformedShardError(
+            f"shard {shard!r} is truncated: a header at byte {pos} needs {BLOCK} bytes "
+            f"but the shard ends at byte {size}"
+        )
+    header = read(pos, BLOCK)
+    if header == _ZERO_BLOCK:
+        return None
+    unsigned = sum(header[:148]) + 8 * 32 + sum(header[156:])
+    signed = unsigned - 2 * sum(b for b in header[:148] + header[156:] if b >= 128)
+    try:
+        checksum: int | None = _number(header[148:156], shard, pos, "checksum")
+    except MalformedShardError:
+        checksum = None
+    if checksum not in (unsigned, signed):
+        raise MalformedShardError(
+            f"shard {shard!r}: header at byte {pos} fails its checksum (stored "
+            f"{header[148:156]!r}, computed {unsigned}): not a tar archive, or corrupt"
+        )
+    return header
+
+
+def _data_size(
+    header: bytes, pax: dict[str, str], pax_global: dict[str, str], shard: str, pos: int, size: int
+) -> int:
+    """Bytes of data of the member whose header is at ``pos`` (a pax ``size`` wins), checked
+    to fit in the shard."""
+    data_size = _number(header[124:136], shard, pos, "size")
+    if header[156:157] not in _META_TYPES and ("size" in pax or "size" in pax_global):
+        declared = pax.get("size", pax_global.get("size", ""))
+        if not declared.isdigit():
+            raise MalformedShardError(
+                f"shard {shard!r}: pax size {declared!r} before byte {pos} is not a number"
+            )
+        data_size = int(declared)
+    if data_size < 0:
+        raise MalformedShardError(f"shard {shard!r}: header at byte {pos} has size < 0")
+    start = pos + BLOCK
+    if start + data_size > size:
+        raise MalformedShardError(
+            f"shard {shard!r} is truncated: member at byte {pos} needs {data_size} bytes "
+            f"of data from byte {start} but the shard ends at byte {size}"
+        )
+    return data_size
+
+
+def _unreadable_gnu(typeflag: bytes, name: str, shard: str, offset: int) -> MalformedShardError:
+    """The error for a GNU sparse file (``S``) or multi-volume continuation (``M``)."""
+    what = "a GNU sparse file" if typeflag == b"S" else "a GNU multi-volume continuation"
+    return MalformedShardError(
+        f"shard {shard!r}: member {name!r} at byte {offset} is {what}, "
+        "which TarShards does not read; write the shard without --sparse/--multi-volume"
+    )
+
+
+def _refuse_sparse_pax(
+    name: str, pax: dict[str, str], pax_global: dict[str, str], shard: str, offset: int
+) -> None:
+    """Raise for a member that ``GNU.sparse.*`` pax records make a sparse file (its data is
+    a sparse map and the non-hole bytes, not the file)."""
+    sparse = sorted(k for k in (*pax, *pax_global) if k.startswith(_SPARSE_PAX_PREFIX))
+    if sparse:
+        raise MalformedShardError(
+            f"shard {shard!r}: member {pax.get('GNU.sparse.name', name)!r} at byte "
+            f"{offset} is a sparse file (pax records {', '.join(sparse)}), "
+            "which TarShards does not read; write the shard without --sparse"
+        )
+
+
 def iter_members(read: Callable[[int, int], bytes], size: int, shard: str) -> Iterator[TarMember]:
     """The regular files of a tar archive of ``size`` bytes, read through ``read(offset, n)``."""
     pos = 0
@@ -165,49 +246,12 @@ def iter_members(read: Callable[[int, int], bytes], size: int, shard: str) -> It
     pax: dict[str, str] = {}
     pax_global: dict[str, str] = {}
     while True:
-        if pos == size:
-            # Without the end-of-archive block a cut at a member boundary would look whole
-            # and silently lose the samples (or fields) after it: refuse it.
-            raise MalformedShardError(
-                f"shard {shard!r} is truncated: it ends at byte {size} after a member, "
-                "without the zero block that ends a tar archive"
-            )
-        if pos + BLOCK > size:
-            raise MalformedShardError(
-                f"shard {shard!r} is truncated: a header at byte {pos} needs {BLOCK} bytes "
-                f"but the shard ends at byte {size}"
-            )
-        header = read(pos, BLOCK)
-        if header == _ZERO_BLOCK:
+        header = _read_header(read, pos, size, shard)
+        if header is None:
             return
-        unsigned = sum(header[:148]) + 8 * 32 + sum(header[156:])
-        signed = unsigned - 2 * sum(b for b in header[:148] + header[156:] if b >= 128)
-        try:
-            checksum: int | None = _number(header[148:156], shard, pos, "checksum")
-        except MalformedShardError:
-            checksum = None
-        if checksum not in (unsigned, signed):
-            raise MalformedShardError(
-                f"shard {shard!r}: header at byte {pos} fails its checksum (stored "
-                f"{header[148:156]!r}, computed {unsigned}): not a tar archive, or corrupt"
-            )
         typeflag = header[156:157]
-        data_size = _number(header[124:136], shard, pos, "size")
-        if typeflag not in _META_TYPES and ("size" in pax or "size" in pax_global):
-            declared = pax.get("size", pax_global.get("size", ""))
-            if not declared.isdigit():
-                raise MalformedShardError(
-                    f"shard {shard!r}: pax size {declared!r} before byte {pos} is not a number"
-                )
-            data_size = int(declared)
-        if data_size < 0:
-            raise MalformedShardError(f"shard {shard!r}: header at byte {pos} has size < 0")
+        data_size = _data_size(header, pax, pax_global, shard, pos, size)
         start = pos + BLOCK
-        if start + data_size > size:
-            raise MalformedShardError(
-                f"shard {shard!r} is truncated: member at byte {pos} needs {data_size} bytes "
-                f"of data from byte {start} but the shard ends at byte {size}"
-            )
         pos = start + -(-data_size // BLOCK) * BLOCK
         if typeflag == b"L":
             long_name = _text(read(start, data_size).split(b"\0", 1)[0], shard, start)
@@ -216,25 +260,15 @@ def iter_members(read: Callable[[int, int], bytes], size: int, shard: str) -> It
         elif typeflag == b"g":
             pax_global.update(_pax_records(read(start, data_size), shard, start))
         elif typeflag in (b"S", b"M"):
-            what = "a GNU sparse file" if typeflag == b"S" else "a GNU multi-volume continuation"
             name = long_name or _header_name(header, shard, start - BLOCK)
-            raise MalformedShardError(
-                f"shard {shard!r}: member {name!r} at byte {start - BLOCK} is {what}, "
-                "which TarShards does not read; write the shard without --sparse/--multi-volume"
-            )
+            raise _unreadable_gnu(typeflag, name, shard, start - BLOCK)
         elif typeflag == b"K":
             pass  # a long link target: only links use it, and links are skipped
         elif typeflag[0] in _SKIPPED_TYPES:
             long_name, pax = None, {}
         else:
             name = pax.get("path") or long_name or _header_name(header, shard, start - BLOCK)
-            sparse = sorted(k for k in (*pax, *pax_global) if k.startswith(_SPARSE_PAX_PREFIX))
-            if sparse:
-                raise MalformedShardError(
-                    f"shard {shard!r}: member {pax.get('GNU.sparse.name', name)!r} at byte "
-                    f"{start - BLOCK} is a sparse file (pax records {', '.join(sparse)}), "
-                    "which TarShards does not read; write the shard without --sparse"
-                )
+            _refuse_sparse_pax(name, pax, pax_global, shard, start - BLOCK)
             yield TarMember(name, start, data_size)
             long_name, pax = None, {}
 
