@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ._check import finite_non_negative, positive_int
+from ._check import finite_non_negative, positive_int, real
 from ._compiled import compiled
 from ._rng import GOLDEN, MASK64, BatchRng, SampleRng, mix_array
 
@@ -100,9 +100,7 @@ def batch_normals(rng: BatchRng, count: int) -> F32Array:
 
 def _planar_constants(name: str, mean: float, std: float) -> tuple[np.float32, np.float32]:
     for label, value in (("mean", mean), ("std", std)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-            raise TypeError(f"{label}{name} must be a real number but got {value!r}")
-        if not np.isfinite(value):
+        if not np.isfinite(real(f"{label}{name}", value)):
             raise ValueError(f"{label}{name} must be finite but got {value!r}")
     if std == 0:
         raise ValueError(f"std{name} must be non-zero but got {std!r}")

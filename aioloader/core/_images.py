@@ -16,7 +16,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._check import positive_int
+from ._check import positive_int, real
 from ._compiled import compiled
 from ._image_checks import (
     _EMPTY,
@@ -162,13 +162,8 @@ class ImageBatchCollator:
         pool: BufferPool | None = None,
     ) -> None:
         self._width_multiple = positive_int("width_multiple", width_multiple, INT32_LIMIT)
-        if isinstance(pad_value, bool) or not isinstance(pad_value, (int, float, np.number)):
-            raise TypeError(
-                f"pad_value must be a real number but got {type(pad_value).__name__} "
-                f"({pad_value!r})"
-            )
         with np.errstate(over="ignore"):
-            self._pad = np.float32(pad_value)
+            self._pad = np.float32(real("pad_value", pad_value))
         if not np.isfinite(self._pad):
             raise ValueError(f"pad_value must be finite in float32 but got {pad_value!r}")
         if augment is not None and not callable(augment):

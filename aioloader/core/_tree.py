@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import CollateError
+from ._check import REAL, instance_not_bool
 from ._markers import takes_plan
 from ._plan import BatchPlan
 from ._samplers import IndexArray
@@ -63,10 +64,7 @@ def _python_numbers(batch: Sequence[Any]) -> np.ndarray[Any, Any]:
 
 def _require_numbers(batch: Sequence[Any]) -> None:
     for k, value in enumerate(batch):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise TypeError(
-                f"batch[{k}] must be a number like batch[0] but got {type(value).__name__}"
-            )
+        instance_not_bool(f"batch[{k}]", value, REAL, "a number like batch[0]")
 
 
 def default_collate(batch: Sequence[Any]) -> Any:

@@ -97,3 +97,7 @@ def test_helper_errors_are_named() -> None:
         rgb8_to_planar(pixels, mean=(0.0, 0.0))
     with pytest.raises(ValueError, match="mean must be finite but got nan"):
         gray8_to_planar(pixels, mean=float("nan"))
+    with pytest.raises(TypeError, match=r"^std must be a real number but got bool \(True\)$"):
+        gray8_to_planar(pixels, std=True)
+    with pytest.raises(TypeError, match=r"^mean\[2\] must be a real number but got str \('0'\)$"):
+        rgb8_to_planar(pixels, mean=(0.0, 0.0, "0"))  # type: ignore[arg-type]

@@ -208,6 +208,17 @@ def test_empty_batch_and_overflow_are_named() -> None:
         default_collate([1, 2**63])
 
 
+def test_a_float_batch_names_the_first_sample_that_is_no_number() -> None:
+    with pytest.raises(
+        TypeError, match=r"^batch\[2\] must be a number like batch\[0\] but got bool \(True\)$"
+    ):
+        default_collate([1.5, 2, True])
+    with pytest.raises(
+        TypeError, match=r"^batch\[1\] must be a number like batch\[0\] but got str \('x'\)$"
+    ):
+        default_collate([1.5, "x"])
+
+
 def test_tree_collator_wraps_the_plan() -> None:
     plan = BatchPlan(5, 12, 2, 3, np.array([4, 8], dtype=np.int64))
     batch = TreeCollator()([{"x": np.ones(2, np.float32)}, {"x": np.zeros(2, np.float32)}], plan)
