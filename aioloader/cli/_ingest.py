@@ -68,10 +68,25 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
             "same command again resumes after the last committed shard."
         ),
     )
+    _add_input_arguments(parser)
+    _add_image_arguments(parser)
+    _add_fetch_arguments(parser)
+    _add_shard_arguments(parser)
+    _add_run_arguments(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """INPUT, OUTPUT and the fields read from INPUT's rows."""
     parser.add_argument("input", help="URL list: .txt, .jsonl/.ndjson or .parquet")
     parser.add_argument("output", help="folder, or object store URL (s3://bucket/prefix)")
     parser.add_argument("--url-field", default="url", help="URL field of JSONL/Parquet rows")
     parser.add_argument("--text-field", help="field written as each sample's .txt (a caption)")
+
+
+def _add_image_arguments(parser: argparse.ArgumentParser) -> None:
+    """How images are resized and re-encoded."""
     parser.add_argument("--resize", type=positive, metavar="N", help="target size in pixels")
     parser.add_argument(
         "--resize-mode",
@@ -88,6 +103,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="decode JPEGs at full size before shrinking (default: at reduced scale)",
     )
+
+
+def _add_fetch_arguments(parser: argparse.ArgumentParser) -> None:
+    """How URLs are fetched: concurrency, timeouts, addresses, retries, bodies."""
     parser.add_argument("--max-in-flight", type=positive, default=256, help="requests in all")
     parser.add_argument("--per-host", type=positive, default=16, help="requests per host")
     parser.add_argument("--connect-timeout", type=positive_float, default=10.0, help="seconds")
@@ -126,6 +145,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         metavar="TYPE",
         help="accepted media type, 'image/' for any image (repeatable; default any)",
     )
+
+
+def _add_shard_arguments(parser: argparse.ArgumentParser) -> None:
+    """How inputs become shards: reordering, shard sizes, threads, the input range."""
     parser.add_argument(
         "--reorder-bytes",
         type=positive,
@@ -137,6 +160,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=positive, help="image worker threads (default CPUs)")
     parser.add_argument("--start", type=int, default=0, help="first input position")
     parser.add_argument("--stop", type=int, help="one past the last input position")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The object store OUTPUT's settings, resuming, the event loop and the output."""
     parser.add_argument(
         "--store-option",
         action="append",
@@ -157,8 +184,6 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--backend", choices=BACKENDS, default="asyncio", help="event loop")
     parser.add_argument("--quiet", action="store_true", help="no line per committed shard")
-    parser.set_defaults(run=run)
-    return parser
 
 
 def check_s3_credentials(
