@@ -9,28 +9,22 @@ the batch as numpy views onto the segment; ``batch.release()`` gives the segment
 Threads in the parent: one sender per worker (a full pipe never blocks the event loop)
 and one collector that waits on every reply socket and every process sentinel at once, so
 a reply and a death are both seen without polling; it wakes the awaiting task through the
-loop's thread-safe call (asyncio, uvloop, trio). ``WorkerHandle`` is the parent's side of
-one worker: its process, pipes, outbox, pending jobs and freed segments.
+loop's thread-safe call (asyncio, uvloop, trio). ``WorkerHandle`` (``_worker_handle``) is
+the parent's side of one worker: its process, pipes, outbox, pending jobs and freed segments.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
-import queue
-import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
@@ -39,100 +33,14 @@ import anyio
 from .._compat import add_note
 from .._errors import LoaderClosedError, WorkerDiedError
 from .._event_loops import threadsafe_caller
-from ..core import BatchPlan, release_batch
+from ..core import BatchPlan, at_least, release_batch
 from ._build import Transform
-from ._process_worker import worker_main
-from ._shm_pool import IS_POSIX, ParentSegments, SegmentLease, SegmentReturns, load_batch
+from ._shm_pool import IS_POSIX, SegmentLease, SegmentReturns, load_batch
+from ._worker_handle import Job, WorkerHandle, describe_exit, start_worker
 
 logger = logging.getLogger("aioloader")
 MP_CONTEXTS = ("spawn", "forkserver")
 _JOIN_SECONDS = 5.0
-
-
-# -- the parent's side of one worker process: its pipes, its queue of jobs, its segments --
-_F_SETPIPE_SZ = 1031
-
-
-def describe_exit(exitcode: int | None) -> str:
-    """``"exit code 3"``, ``"exit code -9 (SIGKILL)"``."""
-    if exitcode is None:
-        return "an unknown exit code"
-    if exitcode < 0:
-        with contextlib.suppress(ValueError):
-            return f"exit code {exitcode} ({signal.Signals(-exitcode).name})"
-    return f"exit code {exitcode}"
-
-
-def widen_pipe(fd: int) -> None:
-    """Ask Linux for a 1 MiB pipe (fewer wake-ups per step's samples); fine if refused."""
-    if sys.platform == "linux":
-        import fcntl
-
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, _F_SETPIPE_SZ, 1 << 20)
-
-
-class Job:
-    """One step sent to a worker: the caller's wake-up call, then its batch or error.
-
-    ``planner`` (a job from ``submit``): the sender thread plans the step itself.
-    """
-
-    __slots__ = ("abandoned", "done", "error", "id", "planner", "result", "step", "wake")
-
-    def __init__(
-        self,
-        job_id: int,
-        step: int,
-        wake: Callable[[], None],
-        planner: Callable[[int], BatchPlan] | None = None,
-    ) -> None:
-        self.id, self.step, self.wake, self.planner = job_id, step, wake, planner
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.done = False
-        self.abandoned = False
-
-    def hand_over(self) -> tuple[Any, BaseException | None]:
-        """The batch and the error, which the job no longer holds."""
-        result, error, self.result, self.error = self.result, self.error, None, None
-        return result, error
-
-
-class WorkerHandle:
-    """A worker process with its pipes, outbox, pending jobs and freed segments."""
-
-    __slots__ = (
-        "alive",
-        "fatal",
-        "freed",
-        "index",
-        "jobs",
-        "outbox",
-        "pending",
-        "pid",
-        "process",
-        "ready",
-        "replies",
-        "segments",
-        "sender",
-    )
-
-    def __init__(self, index: int, process: BaseProcess, jobs: Any, replies: Any) -> None:
-        self.index, self.process = index, process
-        self.jobs: Connection = jobs
-        self.replies: Connection = replies
-        self.outbox: queue.SimpleQueue[tuple[Job, bytes, list[memoryview]] | None] = (
-            queue.SimpleQueue()
-        )
-        self.pending: collections.deque[Job] = collections.deque()
-        self.freed: list[int] = []
-        self.segments = ParentSegments()
-        self.alive = True
-        self.ready = False
-        self.pid = 0
-        self.fatal = ""
-        self.sender: threading.Thread | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +73,27 @@ class ProcessStatistics:
     jobs_pending: int
 
 
+def _setup_payload(
+    transform: Transform | None,
+    collator: Callable[[Sequence[Any], BatchPlan], Any],
+    reader: Callable[[int], Any] | None,
+) -> tuple[bytes, Callable[[int], Any] | None]:
+    """What every worker receives first: ``(transform, collator, reader)`` pickled, and the
+    reader, or None where the dataset does not pickle (it is then read in the parent)."""
+    if reader is not None:  # a sync dataset: read in the workers, only plans go there
+        try:
+            return pickle.dumps((transform, collator, reader), protocol=5), reader
+        except Exception as error:  # read in the parent, as for async datasets
+            logger.info("aioloader: the dataset does not pickle (%r): read in the parent", error)
+    try:
+        return pickle.dumps((transform, collator, None), protocol=5), None
+    except Exception as error:
+        raise TypeError(
+            "transform and collator must pickle to reach worker processes (define them "
+            f"at module level, not as lambdas or local functions) but got: {error}"
+        ) from error
+
+
 class ProcessBuilders:
     """Worker processes that build whole steps into recycled shared memory.
 
@@ -194,31 +123,15 @@ class ProcessBuilders:
         mp_context: str = "spawn",
         reader: Callable[[int], Any] | None = None,
     ) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be an integer >= 1 but got {workers!r}")
+        at_least("workers", workers, 1)
         if mp_context not in MP_CONTEXTS:
             raise ValueError(f"mp_context must be 'spawn' or 'forkserver' but got {mp_context!r}")
         if not IS_POSIX:  # pragma: no cover - Windows
             raise RuntimeError(
                 f"executor='process' needs a POSIX system (Linux, macOS) but runs on {os.name}"
             )
-        setup = b""
-        if reader is not None:  # a sync dataset: read in the workers, only plans go there
-            try:
-                setup = pickle.dumps((transform, collator, reader), protocol=5)
-            except Exception as error:  # read in the parent, as for async datasets
-                logger.info(
-                    "aioloader: the dataset does not pickle (%r): read in the parent", error
-                )
-                reader = None
+        setup, reader = _setup_payload(transform, collator, reader)
         self.reads_in_workers = reader is not None
-        try:
-            setup = setup or pickle.dumps((transform, collator, None), protocol=5)
-        except Exception as error:
-            raise TypeError(
-                "transform and collator must pickle to reach worker processes (define them "
-                f"at module level, not as lambdas or local functions) but got: {error}"
-            ) from error
         self._created = time.perf_counter()
         self._lock = threading.RLock()
         self._returns = SegmentReturns()
@@ -233,19 +146,7 @@ class ProcessBuilders:
         self._workers: list[WorkerHandle] = []
         try:
             for index in range(workers):
-                jobs_read, jobs_write = context.Pipe(duplex=False)
-                widen_pipe(jobs_write.fileno())
-                replies, child_replies = context.Pipe(duplex=True)  # a Unix socket: fds pass
-                process = context.Process(  # type: ignore[attr-defined]
-                    target=worker_main,
-                    args=(index, jobs_read, child_replies),
-                    name=f"aioloader-build-{index}",
-                    daemon=True,
-                )
-                process.start()
-                jobs_read.close()
-                child_replies.close()
-                worker = WorkerHandle(index, process, jobs_write, replies)
+                worker = start_worker(context, index)
                 worker.sender = threading.Thread(
                     target=self._send,
                     args=(worker, setup),

@@ -1,4 +1,5 @@
-"""aioloader.engine._processes: worker processes give the threads' batches, and clean up."""
+"""aioloader.engine._processes and _worker_handle: worker processes give the threads'
+batches, and clean up."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ from aioloader.core import (
 )
 from aioloader.engine import DataLoader
 from aioloader.engine._build import build_batch
-from aioloader.engine._processes import ProcessBuilders, describe_exit
+from aioloader.engine._processes import ProcessBuilders
 from aioloader.engine._shm_pool import SEGMENT_PREFIX
+from aioloader.engine._worker_handle import describe_exit
 from aioloader.testing import MemoryDataset
 from tests.engine.process_helpers import (
     BrokenInWorker,
@@ -489,8 +491,16 @@ def test_bad_arguments_are_rejected() -> None:
         DataLoader(MemoryDataset(rows(8)), sampler, dict_collator, seed=1, executor="gpu")
     with pytest.raises(ValueError, match=r"executor='process' requires workers >= 1 but got"):
         DataLoader(MemoryDataset(rows(8)), sampler, dict_collator, seed=1, executor="process")
-    with pytest.raises(ValueError, match="workers must be an integer >= 1 but got 0"):
+    with pytest.raises(ValueError, match=r"^workers must be an integer >= 1 but got 0$"):
         ProcessBuilders(0, None, dict_collator)
+    with pytest.raises(
+        TypeError, match=r"^workers must be an integer >= 1 but got a bool \(True\)$"
+    ):
+        ProcessBuilders(True, None, dict_collator)
+    with pytest.raises(
+        TypeError, match=r"^workers must be an integer >= 1 but got float \(2\.0\)$"
+    ):
+        ProcessBuilders(2.0, None, dict_collator)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mp_context must be 'spawn' or 'forkserver'"):
         ProcessBuilders(1, None, dict_collator, mp_context="fork")
     with pytest.raises(TypeError, match="transform and collator must pickle"):
