@@ -71,30 +71,42 @@ class Rig:
     index_dir: str  # their saved TarShards index
     relay: Relay
     weed_pid: int
+    store: Any = None
+    index_root: str = ""  # where ``add_tars`` saves each set's index
 
     def spec(self, endpoint: str) -> dict[str, Any]:
         """What a row's spec needs to reach the bucket at ``endpoint``."""
         names = ("bucket", "access_key_id", "secret_access_key", "region")
         return {**{name: getattr(self.info, name) for name in names}, "endpoint": endpoint}
 
+    def add_tars(self, prefix: str, folder: Path) -> tuple[list[str], str]:
+        """Upload the tars of ``folder`` under ``prefix`` and save their ``TarShards`` index
+        (directly, not through the relay); returns their keys and the index folder."""
+        import aioloader
+
+        keys = upload(self.store, folder, prefix)
+        index_dir = str(Path(self.index_root) / prefix)
+        aioloader.TarShards(keys, self.store, index_dir=index_dir)
+        return keys, index_dir
+
 
 def start(
     stack: contextlib.ExitStack, bucket: str, tars: tuple[str, Path], others: dict[str, Path]
 ) -> Rig:
     """SeaweedFS with ``tars`` (prefix, folder) and ``others`` uploaded, the tars' index built
-    into a temporary folder, and the relay; ``stack`` stops and removes them all."""
-    import aioloader
+    into a temporary folder, and the relay; ``stack`` stops and removes them all. More sets
+    of tars: ``Rig.add_tars``."""
     from tests._support.s3 import SeaweedServer
 
     server = stack.enter_context(SeaweedServer(bucket=bucket))
     store = server.info.store(max_retries=2)
-    keys = upload(store, tars[1], tars[0])
     for prefix, folder in others.items():
         upload(store, folder, prefix)
-    index_dir = tempfile.mkdtemp(prefix=f"aioloader-{bucket}-index-")
-    stack.callback(shutil.rmtree, index_dir, ignore_errors=True)
-    aioloader.TarShards(keys, store, index_dir=index_dir)  # the prebuilt index
+    index_root = tempfile.mkdtemp(prefix=f"aioloader-{bucket}-index-")
+    stack.callback(shutil.rmtree, index_root, ignore_errors=True)
     relay = Relay(server.info.endpoint)
     stack.callback(relay.close)
     assert server._process is not None
-    return Rig(server.info, keys, index_dir, relay, server._process.pid)
+    rig = Rig(server.info, [], "", relay, server._process.pid, store, index_root)
+    rig.keys, rig.index_dir = rig.add_tars(*tars)
+    return rig

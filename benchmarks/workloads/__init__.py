@@ -18,6 +18,7 @@ MODULES = {
     "W5": "w5_jpeg",
     "W5J": "w5j_chain",
     "W6": "w6_object_storage",
+    "W6L": "w6_large",
     "W7": "w7_ingest",
     "W8": "w8_cache",
     "W9": "w9_feed",
@@ -25,7 +26,7 @@ MODULES = {
     "W9D": "w9_demo",
 }
 # long, needing peers installed by hand, or a GPU (W9 and its tables): run only when named
-OPT_IN = ("W6", "W7", "W8", "W9", "W9C", "W9D")
+OPT_IN = ("W6", "W6L", "W7", "W8", "W9", "W9C", "W9D")
 
 
 def load(name: str) -> ModuleType:

@@ -9,7 +9,7 @@ import io
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +139,11 @@ def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
+def shard_files(folder: Path) -> list[Path]:
+    """The shards of a format's ``folder``: tars, LitData's ``.bin`` chunks, MDS shards."""
+    return sorted(p for p in folder.iterdir() if p.suffix in (".tar", ".bin", ".mds", ".zstd"))
+
+
 def _once(out: Path, write: Callable[[], Any]) -> None:
     """``write()`` into ``out`` unless it did before (a half-written ``out`` is emptied)."""
     if not (out / ".done").exists():
@@ -152,13 +157,17 @@ def _samples(folder: Path, images: int) -> Iterable[dict[str, Any]]:
     return ({"jpg": read_jpeg(folder, i), "label": label_of(i), "id": i} for i in range(images))
 
 
-def write_webdataset(folder: Path, images: int, out: Path, per_shard: int = 256) -> list[Path]:
-    """WebDataset ``ShardWriter`` tars of ``per_shard`` samples: ``jpg``, ``cls``, ``id``."""
+def write_webdataset(
+    folder: Path, images: int, out: Path, per_shard: int = 256, max_bytes: int | None = None
+) -> list[Path]:
+    """WebDataset ``ShardWriter`` tars of ``per_shard`` samples (``jpg``, ``cls``, ``id``) or,
+    with ``max_bytes``, of ``max_bytes`` and one sample more at most (the last: what is left)."""
 
     def write() -> None:
         import webdataset as wds
 
-        with wds.ShardWriter(str(out / "shard-%06d.tar"), maxcount=per_shard, verbose=0) as tars:
+        limits = {"maxcount": per_shard, **({"maxsize": max_bytes} if max_bytes else {})}
+        with wds.ShardWriter(str(out / "shard-%06d.tar"), verbose=0, **limits) as tars:
             for s in _samples(folder, images):
                 tars.write(
                     {"__key__": f"{s['id']:06d}", "jpg": s["jpg"], "cls": s["label"], "id": s["id"]}
@@ -174,14 +183,21 @@ def _litdata_item(args: tuple[str, int]) -> dict[str, Any]:
 
 
 def write_formats(
-    folder: Path, images: int, out: Path, per_shard: int, chunks: tuple[Any, int], peers: bool
+    folder: Path,
+    images: int,
+    out: Path,
+    per_shard: int,
+    chunks: tuple[Any, int],
+    peers: Collection[str],
+    tar_bytes: int | None = None,
 ) -> dict[str, Path]:
-    """The JPEGs' ``folder`` and, under ``out``: ``tar`` (``per_shard`` samples a shard) and,
-    with ``peers`` installed, ``litdata`` (``optimize``) and ``mds`` (``MDSWriter``) in
-    ``chunks`` of (LitData's, Mosaic's) size."""
-    write_webdataset(folder, images, out / "tar", per_shard)
+    """The JPEGs' ``folder`` and, under ``out``: ``tar`` (``per_shard`` samples a shard, or
+    shards of ``tar_bytes``) and, for those of ``peers`` installed, ``litdata`` (LitData's
+    ``optimize``) and ``mds`` (Mosaic's ``MDSWriter``) in ``chunks`` of (LitData's, Mosaic's)
+    size."""
+    write_webdataset(folder, images, out / "tar", per_shard, tar_bytes)
     formats = {"jpeg": folder, "tar": out / "tar"}
-    if peers and not missing(("litdata",)):
+    if "litdata" in peers and not missing(("litdata",)):
         import litdata
 
         inputs = [(str(folder), i) for i in range(images)]
@@ -191,7 +207,7 @@ def write_formats(
             out / "litdata",
             lambda: litdata.optimize(_litdata_item, inputs, str(out / "litdata"), **settings),
         )
-    if peers and not missing(("streaming",)):
+    if "mosaic" in peers and not missing(("streaming",)):
         from systems import mosaic
 
         formats["mds"] = out / "mds"

@@ -134,7 +134,8 @@ def prepare(cfg: W8Config, log: Callable[[str], None]) -> dict[str, Path]:
     chunk = -(-w6_data.dataset_bytes(folder) // cfg.shards) + 4096  # about one tar shard
     out = root / f"w8-{cfg.shards}"
     per_shard = -(-cfg.images // cfg.shards)
-    return w6_data.write_formats(folder, cfg.images, out, per_shard, (chunk, chunk), cfg.peers)
+    peers = ("litdata", "mosaic") if cfg.peers else ()
+    return w6_data.write_formats(folder, cfg.images, out, per_shard, (chunk, chunk), peers)
 
 
 def rows(cfg: W8Config, sizes: dict[str, int], keys: list[str], index_dir: str) -> list:
