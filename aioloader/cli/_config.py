@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core import SequentialSampler, ShuffledSampler
+from ..core import SequentialSampler, ShuffledSampler, at_least
 from ..engine import DataLoader
 
 LoaderFactory = Callable[..., DataLoader[Any, Any]]
@@ -124,10 +124,10 @@ def _short_repr(value: object, limit: int = 60) -> str:
 
 
 def _integer(data: dict[str, Any], key: str, where: str, minimum: int) -> int:
-    value = data.get(key, DEFAULTS[key])
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{where}: {key} must be an integer >= {minimum} but got {value!r}")
-    return value
+    try:
+        return at_least(f"{where}: {key}", data.get(key, DEFAULTS[key]), minimum)
+    except TypeError as error:  # a bad config is a bad value for the user
+        raise ValueError(str(error)) from None
 
 
 def _json_factory(data: dict[str, Any], where: str) -> LoaderFactory:

@@ -25,6 +25,8 @@ import io
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..core import at_least_or_none, positive_up_to
+
 __all__ = ("ImageOptions", "ProcessedImage", "jpeg_encoder", "process_image")
 
 ResizeMode = Literal["border", "keep_ratio", "center_crop", "no"]
@@ -55,10 +57,7 @@ class ImageOptions:
     reduced_decode: bool = True
 
     def __post_init__(self) -> None:
-        if self.size is not None and (
-            isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1
-        ):
-            raise ValueError(f"size must be an int >= 1 or None but got {self.size!r}")
+        at_least_or_none("size", self.size, 1)
         if self.resize_mode not in RESIZE_MODES:
             raise ValueError(
                 f"resize_mode must be one of {', '.join(RESIZE_MODES)} but got {self.resize_mode!r}"
@@ -67,10 +66,7 @@ class ImageOptions:
             raise ValueError(
                 f"format must be one of {', '.join(FORMATS)} or None but got {self.format!r}"
             )
-        if isinstance(self.quality, bool) or not isinstance(self.quality, int):
-            raise TypeError(f"quality must be an int but got {self.quality!r}")
-        if not 1 <= self.quality <= 100:
-            raise ValueError(f"quality must be in [1, 100] but got {self.quality}")
+        positive_up_to("quality", self.quality, 100)
 
     @property
     def touches_pixels(self) -> bool:

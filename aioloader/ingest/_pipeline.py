@@ -39,6 +39,7 @@ from typing import Any
 import anyio
 
 from .._progress import Progress
+from ..core import at_least_or_none, positive
 from ..engine import BuildThreads
 from ..sinks import FailureRecord, InputEnd, ShardRecord, TarShardWriter
 from ..sources import FetchResult, HttpFetcher
@@ -339,9 +340,9 @@ async def _checked_window(
     require_ingest_packages(inputs, fetcher, image is not None and image.touches_pixels)
     if stop is not None and stop < start:
         raise ValueError(f"stop must be >= start ({start}) or None but got {stop}")
-    window = reorder_window if reorder_window is not None else 4 * max_in_flight
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"reorder_window must be an int >= 1 or None but got {window!r}")
+    window = at_least_or_none("reorder_window", reorder_window, 1)
+    if window is None:
+        window = 4 * positive("max_in_flight", max_in_flight)
     if isinstance(inputs, (str, os.PathLike)) and not await anyio.Path(inputs).is_file():
         raise FileNotFoundError(f"inputs must be a file of URLs but {str(inputs)!r} is not one")
     return window

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from ..core import instance_not_bool
 from ._walk import TensorBatch
 
 
@@ -37,10 +38,7 @@ def torch_dtype(dtype: np.dtype[Any]) -> torch.dtype:
 
 def resolve_device(device: torch.device | str | int) -> torch.device:
     """``device`` as a ``torch.device`` the feed can serve, or an error that says why not."""
-    if isinstance(device, bool) or not isinstance(device, (torch.device, str, int)):
-        raise TypeError(
-            f"device must be a torch.device, a str or an int but got {type(device).__name__}"
-        )
+    instance_not_bool("device", device, (torch.device, str, int), "a torch.device, a str or an int")
     try:
         target = torch.device(device)
     except RuntimeError as error:

@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 from .._errors import WriterConflictError
+from ..core import real
 from ._destination import Destination, VersionConflictError, host_name, process_alive
 
 __all__ = ("LEASE_NAME", "WriterLease")
@@ -44,7 +45,7 @@ class WriterLease:
     """
 
     def __init__(self, destination: Destination, ttl: float = 600.0) -> None:
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0:
+        if not real("lease ttl", ttl) > 0:
             raise ValueError(f"lease ttl must be a number of seconds > 0 but got {ttl!r}")
         self.destination = destination
         self.ttl = float(ttl)

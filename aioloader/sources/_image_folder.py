@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from .._errors import ObjectNotFoundError, SourceError
 from .._progress import Progress
-from ..core import flag
+from ..core import as_int, at_least, flag
 from ._concurrency import PerLoop, gather_ordered
 from ._local import PathLike, check_index
 
@@ -88,13 +88,9 @@ def _files(folder: Path, pattern: str, extensions: tuple[str, ...]) -> list[Path
 def _check_size(size: Any) -> tuple[int, int] | None:
     if size is None:
         return None
-    if (
-        not isinstance(size, (tuple, list))
-        or len(size) != 2
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in size)
-    ):
+    if not isinstance(size, (tuple, list)) or len(size) != 2:
         raise ValueError(f"size must be None or (height, width) of integers >= 1 but got {size!r}")
-    return int(size[0]), int(size[1])
+    return at_least("size[0] (height)", size[0], 1), at_least("size[1] (width)", size[1], 1)
 
 
 class ImageFolder:
@@ -167,8 +163,7 @@ class ImageFolder:
             raise TypeError(f"decode must be 'pillow' or callable but got {decode!r}")
         if crop not in ("center", None):
             raise ValueError(f"crop must be 'center' or None but got {crop!r}")
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads must be an integer >= 1 but got {threads!r}")
+        threads = at_least("threads", threads, 1)
         needs_pillow = decode == "pillow" or size is not None or mode is not None
         self._image: Any = _pillow() if needs_pillow else None
         self.decode = decode
@@ -242,12 +237,11 @@ class ImageFolder:
                 raise TypeError(
                     f"samples[{position}][0] must be a str or path but got {type(path).__name__}"
                 )
-            if isinstance(label, bool) or not isinstance(label, (int, np.integer)):
-                raise TypeError(f"samples[{position}][1] must be an int label but got {label!r}")
+            label = as_int(f"samples[{position}][1] (the label)", label)
             full = Path(path)
             if base is not None and not full.is_absolute():
                 full = base / full
-            pairs.append((full, int(label)))
+            pairs.append((full, label))
         if not pairs:
             raise ValueError("samples must hold at least one (path, label) but got none")
         return tuple(pairs)

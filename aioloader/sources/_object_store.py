@@ -39,6 +39,7 @@ import obstore
 from .._compat import add_note
 from .._errors import ObjectNotFoundError, SourceError
 from .._event_loops import running_asyncio_loop
+from ..core import positive
 from ._concurrency import PerLoop, SharedLimit, gather_ordered
 from ._decode import decode_bytes, decode_named, decoder_takes_key, naming_sample
 from ._local import check_index
@@ -105,10 +106,7 @@ class ObjectReader:
         timeout: float | None = 30.0,
         retries: RetryPolicy | None = None,
     ) -> None:
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-            raise TypeError(f"max_concurrency must be an int but got {max_concurrency!r}")
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1 but got {max_concurrency}")
+        max_concurrency = positive("max_concurrency", max_concurrency)
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"timeout must be a number > 0 or None but got {timeout!r}")
         if retries is not None and not isinstance(retries, RetryPolicy):

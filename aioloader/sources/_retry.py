@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import RngStream, SampleRng, derive, u64
+from ..core import RngStream, SampleRng, derive, positive, u64
 
 __all__ = (
     "RequestCounters",
@@ -58,10 +58,7 @@ class RetryPolicy:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
-            raise TypeError(f"max_attempts must be an int but got {self.max_attempts!r}")
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1 but got {self.max_attempts}")
+        positive("max_attempts", self.max_attempts)
         for name in ("initial_backoff", "max_backoff"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value < float("inf")):

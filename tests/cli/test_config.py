@@ -25,7 +25,9 @@ def test_json_config_builds_the_described_loader(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('{"batch": 3}', "keys must be among ['augment', 'batch_size', 'count', 'sampler',"),
-        ('{"count": "x"}', "count must be an integer >= 1 but got 'x'"),
+        ('{"count": "x"}', "count must be an integer >= 1 but got str ('x')"),
+        ('{"seed": true}', "seed must be an integer >= 0 but got a bool (True)"),
+        ('{"batch_size": 2.0}', "batch_size must be an integer >= 1 but got float (2.0)"),
         ('{"seed": -1}', "seed must be an integer >= 0 but got -1"),
         ('{"augment": 1}', "augment must be true or false but got 1"),
         ('{"sampler": "random"}', "sampler must be 'shuffled' or 'sequential' but got 'random'"),

@@ -58,14 +58,20 @@ def test_what_does_not_decode_is_a_value_error() -> None:
 
 
 def test_bad_options_name_the_rule() -> None:
-    with pytest.raises(ValueError, match="size must be an int >= 1 or None but got 0"):
+    with pytest.raises(ValueError, match=r"^size must be an integer >= 1 or None but got 0$"):
         ImageOptions(size=0)
+    with pytest.raises(
+        TypeError, match=r"^size must be an integer >= 1 or None but got float \(8\.0\)$"
+    ):
+        ImageOptions(size=8.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="resize_mode must be one of border, keep_ratio"):
         ImageOptions(resize_mode="stretch")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="format must be one of jpeg, png, webp or None"):
         ImageOptions(format="gif")
-    with pytest.raises(ValueError, match=r"quality must be in \[1, 100\] but got 101"):
+    with pytest.raises(ValueError, match=r"^quality must be an integer in \[1, 100\] but got 101$"):
         ImageOptions(quality=101)
+    with pytest.raises(TypeError, match=r"^quality must be an integer but got a bool \(True\)$"):
+        ImageOptions(quality=True)
 
 
 def test_reduced_and_full_decoding_give_the_same_size_and_close_pixels() -> None:

@@ -215,6 +215,21 @@ def _run_cli(args: list[str]) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow  # three killed and restarted processes
+@pytest.mark.anyio
+async def test_a_bad_reorder_window_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(
+        ValueError, match=r"^reorder_window must be an integer >= 1 or None but got 0$"
+    ):
+        await ingest([], tmp_path / "out", reorder_window=0)
+    with pytest.raises(
+        TypeError, match=r"^reorder_window must be an integer >= 1 or None but got a bool \(True\)$"
+    ):
+        await ingest([], tmp_path / "out", reorder_window=True)
+    with pytest.raises(ValueError, match=r"^max_in_flight must be >= 1 but got 0$"):
+        await ingest([], tmp_path / "out", max_in_flight=0)
+    assert not (tmp_path / "out").exists()
+
+
 def test_sigkill_at_three_random_points_then_restart_gives_every_input_exactly_once(
     server: HttpTestServer, tmp_path: Path
 ) -> None:

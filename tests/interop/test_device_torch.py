@@ -109,8 +109,14 @@ def test_without_cuda_the_error_names_device_the_rule_and_the_value() -> None:
         to_device_stream([], "meta")
     with pytest.raises(ValueError, match=r"^device must name a torch device but got 'gpu'"):
         to_device_stream([], "gpu")
-    with pytest.raises(TypeError, match=r"^device must be a torch.device, a str or an int"):
+    with pytest.raises(
+        TypeError, match=r"^device must be a torch.device, a str or an int but got float \(1\.5\)$"
+    ):
         to_device_stream([], 1.5)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match=r"^device must be a torch.device, a str or an int but got bool \(False\)$"
+    ):
+        to_device_stream([], False)
     with pytest.raises(ValueError, match=r"^depth must be an integer >= 1 but got 0$"):
         to_device_stream([], "cpu", depth=0)
 

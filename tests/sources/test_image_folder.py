@@ -173,14 +173,26 @@ async def test_shuffled_batches_are_exact_on_every_backend(folder: Path) -> None
     [
         ({"crop": "top"}, ValueError, "crop must be 'center' or None but got 'top'"),
         ({"threads": 0}, ValueError, "threads must be an integer >= 1 but got 0"),
+        ({"threads": True}, TypeError, "threads must be an integer >= 1 but got a bool (True)"),
         ({"size": (4,)}, ValueError, "size must be None or (height, width) of integers >= 1"),
+        ({"size": (4, 0)}, ValueError, "size[1] (width) must be an integer >= 1 but got 0"),
+        ({"size": (4.0, 4)}, TypeError, "size[0] (height) must be an integer >= 1 but got float"),
         ({"decode": "cv2"}, TypeError, "decode must be 'pillow' or callable but got 'cv2'"),
         ({"extensions": "png"}, TypeError, "extensions must be a sequence of str"),
         ({"extensions": ["png"]}, ValueError, "extensions[0] must be a str starting with '.'"),
         ({"classes": ["cow"]}, ValueError, "classes must name sub-folders of"),
         ({"classes": ["cat"], "samples": [("a", 0)]}, ValueError, "classes or samples, not both"),
         ({"samples": []}, ValueError, "samples must hold at least one (path, label)"),
-        ({"samples": [("a", "cat")]}, TypeError, "samples[0][1] must be an int label"),
+        (
+            {"samples": [("a", "cat")]},
+            TypeError,
+            "samples[0][1] (the label) must be an integer but got str ('cat')",
+        ),
+        (
+            {"samples": [("a", False)]},
+            TypeError,
+            "samples[0][1] (the label) must be an integer but got a bool (False)",
+        ),
         ({"pattern": "*.none"}, ValueError, "holds no file matching pattern '*.none'"),
     ],
 )

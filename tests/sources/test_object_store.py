@@ -219,6 +219,10 @@ def test_argument_errors() -> None:
     obstore.put(store, "a", b"")
     with pytest.raises(ValueError, match="max_attempts must be >= 1 but got 0"):
         RetryPolicy(max_attempts=0)
+    with pytest.raises(
+        TypeError, match=r"^max_attempts must be an integer but got float \(2\.0\)$"
+    ):
+        RetryPolicy(max_attempts=2.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"jitter must be in \[0, 1\] but got 2"):
         RetryPolicy(jitter=2)
     with pytest.raises(ValueError, match="give keys or prefix, not both"):
@@ -229,6 +233,10 @@ def test_argument_errors() -> None:
         ObjectStore(store, "a")
     with pytest.raises(ValueError, match="max_concurrency must be >= 1 but got 0"):
         ObjectStore(store, ["a"], max_concurrency=0)
+    with pytest.raises(
+        TypeError, match=r"^max_concurrency must be an integer but got a bool \(True\)$"
+    ):
+        ObjectStore(store, ["a"], max_concurrency=True)
     with pytest.raises(ValueError, match="timeout must be a number > 0 or None but got -1"):
         ObjectStore(store, ["a"], timeout=-1)
     with pytest.raises(ValueError, match=r"byte_range must be \(start, end\).*\(5, 2\)"):
