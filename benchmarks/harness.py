@@ -20,6 +20,16 @@ from aioloader._progress import Progress
 Log = Callable[[str], None]
 
 
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """How a workload's rows run: ``warm`` batches before the clock starts, ``count`` timed,
+    and the first ``verify`` steps checked against the reference before any timing."""
+
+    warm: int
+    count: int
+    verify: int
+
+
 class Port:
     """A system set up for a workload: ``batches(stop)`` yields the batches of steps ``[0, stop)``;
     where ``exact``, they must equal the reference bit for bit, not only in shape."""

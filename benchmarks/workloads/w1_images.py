@@ -22,6 +22,18 @@ from aioloader.core import GainOffset, ImageBatchCollator, RngStream, ShuffledSa
 from aioloader.datasets import line_images
 from aioloader.testing import MemoryDataset
 
+NAME = "W1"
+TITLE = (
+    "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
+    "GainOffset, shuffled)"
+)
+NOTES = [
+    "All rows but the floors give bit-identical batches (checked on 17 steps across an "
+    "epoch boundary before timing); the floors give the same image shapes. The consumer "
+    "releases each batch and does nothing else. Batches/s over 256 batches after 16 "
+    "untimed ones (startup, prefetch fill) per round.",
+]
+
 FIELDS = ("images", "widths", "targets", "target_lengths", "labels", "indices")
 SEED = 0
 
@@ -182,11 +194,16 @@ def _step_images(cfg: W1Config, samples: list[Any], steps: int) -> list[list[Any
     return [[samples[i].image for i in step] for step in indices]
 
 
-class CopyFloor(harness.Steps):
+class Floor(harness.Steps):
+    """A floor: copies only, into batches of W1's shapes (not W1's values)."""
+
     group = "floor"
+    exact = False
+
+
+class CopyFloor(Floor):
     name = "memory-copy floor: np.copyto per image"
     note = "each sample's pixels copied into one preallocated [B, C, H, Wmax] batch"
-    exact = False
 
     def __init__(self, cfg: W1Config, samples: list[Any]) -> None:
         self.multiple = cfg.multiple
@@ -203,11 +220,9 @@ class CopyFloor(harness.Steps):
         return {"images": out[:, :, :, : -(-widest // self.multiple) * self.multiple]}
 
 
-class BandwidthFloor(harness.Steps):
-    group = "floor"
+class BandwidthFloor(Floor):
     name = "memcpy reference: one np.copyto per batch"
     note = "a [B, C, H, Wp] block copied at once from a 2x-dataset-sized source ring"
-    exact = False
 
     def __init__(self, cfg: W1Config, samples: list[Any]) -> None:
         c, h = samples[0].image.shape[:2]
@@ -231,19 +246,6 @@ class BandwidthFloor(harness.Steps):
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W1"
-TITLE = (
-    "synthetic line images (2,048 images, C=1, H=32, W 64..256, batch 128, width multiple 4, "
-    "GainOffset, shuffled)"
-)
-NOTES = [
-    "All rows but the floors give bit-identical batches (checked on 17 steps across an "
-    "epoch boundary before timing); the floors give the same image shapes. The consumer "
-    "releases each batch and does nothing else. Batches/s over 256 batches after 16 "
-    "untimed ones (startup, prefetch fill) per round.",
-]
-
-
 def rows(cfg: W1Config, samples: list[Any], log: Callable[[str], None]) -> list[Any]:
     """Every W1 row that can be built here (a missing package is logged and skipped)."""
     found: list[Any] = [Aioloader(cfg, samples, w, uv) for w in (0, 1, 2) for uv in (False, True)]

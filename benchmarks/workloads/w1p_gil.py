@@ -29,19 +29,26 @@ from aioloader.core import BatchPlan, SampleRng, ShuffledSampler
 from aioloader.engine._build import build_batch
 from aioloader.testing import MemoryDataset
 
+NAME = "W1P"
+TITLE = "a GIL-bound transform: pure-Python loop over 3,000 floats per sample, batch 32"
+NOTES = [
+    "Every row gives bit-identical batches (checked before timing). Batches/s over 60 "
+    "batches after 4 untimed ones (process start-up, prefetch fill) per round; "
+    "'first batch (s)' is from opening a stream to its first batch.",
+]
+
 SEED = 0
 CHECKPOINTS = 16
+TIMING = harness.Timing(warm=4, count=60, verify=5)  # warm: process start-up, prefetch fill
 
 
 @dataclasses.dataclass(frozen=True)
 class W1PConfig:
+    timing: harness.Timing = TIMING
     samples: int = 2048
     length: int = 3000
     batch: int = 32
     prefetch: int = 8
-    warm: int = 4  # batches consumed before the clock starts (process start-up, prefetch)
-    count: int = 60
-    verify: int = 5
 
 
 def make_samples(cfg: W1PConfig) -> list[np.ndarray[Any, Any]]:
@@ -187,15 +194,6 @@ def cpu_per_batch(port: harness.Port, warm: int, count: int) -> tuple[float, flo
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W1P"
-TITLE = "a GIL-bound transform: pure-Python loop over 3,000 floats per sample, batch 32"
-NOTES = [
-    "Every row gives bit-identical batches (checked before timing). Batches/s over 60 "
-    "batches after 4 untimed ones (process start-up, prefetch fill) per round; "
-    "'first batch (s)' is from opening a stream to its first batch.",
-]
-
-
 def rows(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> list[Any]:
     """Every W1P row that can be built here (a missing package is logged and skipped)."""
     memory = MemoryDataset(samples)
@@ -221,14 +219,14 @@ def rows(cfg: W1PConfig, samples: list[Any], log: Callable[[str], None]) -> list
 
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W1P's cases and notes."""
-    cfg = W1PConfig(count=8, verify=2) if quick else W1PConfig()
+    cfg = W1PConfig(timing=harness.Timing(warm=4, count=8, verify=2)) if quick else W1PConfig()
     log("W1P: building and checking every port")
     samples = make_samples(cfg)
     found = rows(cfg, samples, log)
     reference = step_builder(cfg, make_samples(cfg))
     arrays = harness.fields(("global_step", "indices", "features"))
-    expected = [arrays(reference(g)) for g in range(cfg.verify)]
-    harness.verify("W1P", found, cfg.verify, arrays, log, expected)
+    expected = [arrays(reference(g)) for g in range(cfg.timing.verify)]
+    harness.verify("W1P", found, cfg.timing.verify, arrays, log, expected)
     cases = []
     for row in found:
         facts: dict[str, Any] = {}
@@ -239,7 +237,9 @@ def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any
             facts["CPU ms/batch: main process + workers"] = f"{own:.2f} + {below:.2f}"
         baseline = row.name == "aioloader threads workers=0"
         cases.append(
-            harness.port_case("W1P", row, "batches/s", cfg.warm, cfg.count, baseline, facts)
+            harness.port_case(
+                "W1P", row, "batches/s", cfg.timing.warm, cfg.timing.count, baseline, facts
+            )
         )
     return cases, NOTES + ([f"Quick run: {cfg}."] if quick else [])
 

@@ -23,17 +23,28 @@ from aioloader import ShuffledSampler, takes_plan, takes_rng
 from aioloader.core import RngStream, derive, keyed_permutation_array
 from aioloader.datasets import line_images
 
+NAME = "W1U"
+TITLE = (
+    "the user's own code: W1's images, the user's transform and collate function in "
+    "plain numpy, every loader running them (batch 128)"
+)
+NOTES = [
+    "Every row runs the same user functions on the same order and gives the plain loop's "
+    "batches bit for bit (checked on 20 steps across an epoch boundary before timing). "
+    "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop, "
+    "rows named iter_sync with `for batch in loader.iter_sync(...)` (loop on uvloop).",
+]
+
 SEED = 0
+TIMING = harness.Timing(warm=16, count=256, verify=20)  # the check crosses an epoch boundary
 
 
 @dataclasses.dataclass(frozen=True)
 class W1uConfig:
-    images: int = 2048
+    timing: harness.Timing = TIMING
+    images: int = 2048  # 16 steps per epoch
     batch: int = 128
     prefetch: int = 8
-    warm: int = 16
-    count: int = 256
-    verify: int = 20  # crosses an epoch boundary (16 steps per epoch)
 
 
 # -- the user's own code ------------------------------------------------------------------
@@ -168,28 +179,18 @@ def rows(cfg: W1uConfig, images: list[Any], log: Callable[[str], None]) -> list[
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W1U"
-TITLE = (
-    "the user's own code: W1's images, the user's transform and collate function in "
-    "plain numpy, every loader running them (batch 128)"
-)
-NOTES = [
-    "Every row runs the same user functions on the same order and gives the plain loop's "
-    "batches bit for bit (checked on 20 steps across an epoch boundary before timing). "
-    "Ratios divide by the plain loop. aioloader rows consume with `async for` on uvloop, "
-    "rows named iter_sync with `for batch in loader.iter_sync(...)` (loop on uvloop).",
-]
-
-
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W1u's cases and notes."""
-    cfg = W1uConfig(images=512, batch=32, warm=2, count=8, verify=9) if quick else W1uConfig()
+    small = {"images": 512, "batch": 32, "timing": harness.Timing(warm=2, count=8, verify=9)}
+    cfg = W1uConfig(**small) if quick else W1uConfig()
     log("W1u: building and checking every port")
     images = [sample.image for sample in line_images(cfg.images, seed=SEED)._samples]
     found = rows(cfg, images, log)
-    harness.verify("W1U", found, cfg.verify, lambda batch: {"batch": batch}, log)
+    harness.verify("W1U", found, cfg.timing.verify, lambda batch: {"batch": batch}, log)
     cases = [
-        harness.port_case("W1U", row, "batches/s", cfg.warm, cfg.count, row.group == "baseline")
+        harness.port_case(
+            "W1U", row, "batches/s", cfg.timing.warm, cfg.timing.count, row.group == "baseline"
+        )
         for row in found
     ]
     return cases, NOTES

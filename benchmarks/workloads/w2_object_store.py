@@ -31,6 +31,15 @@ from storage import DELAY, Relay
 
 from aioloader.sources._object_store import ObjectStore, RetryPolicy
 
+NAME = "W2"
+TITLE = "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64"
+NOTES = [
+    "Ratios: each aioloader row against the hand-written aiohttp row of the same path and "
+    "reads in flight (torch against aiohttp at the smaller number in flight). The latency "
+    "bound is reads in flight / 20 ms. On a small machine the server, the relay and the "
+    "client share the cores, so the direct rows show what the machine can serve at all.",
+]
+
 if TYPE_CHECKING:
     from tests._support.s3 import S3Info
 
@@ -322,16 +331,6 @@ def targets(found: list[Case]) -> list[dict[str, Any]]:
         return []
     picked = [name for name in rows if not name.endswith("auto")]
     return [harness.auto_target(found, "W2", "+20 ms: aioloader DataLoader, auto", picked)]
-
-
-NAME = "W2"
-TITLE = "object storage: 64 KiB objects from SeaweedFS on loopback, batches of 64"
-NOTES = [
-    "Ratios: each aioloader row against the hand-written aiohttp row of the same path and "
-    "reads in flight (torch against aiohttp at the smaller number in flight). The latency "
-    "bound is reads in flight / 20 ms. On a small machine the server, the relay and the "
-    "client share the cores, so the direct rows show what the machine can serve at all.",
-]
 
 
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:

@@ -19,6 +19,14 @@ from systems.aioloader import Aioloader
 from aioloader import DataLoader, core
 from aioloader.testing import MemoryDataset
 
+NAME = "W3"
+TITLE = "100,000 token sequences, log-normal lengths (median 200, cap 2,048)"
+NOTES = [
+    "Real-token fraction: real tokens / positions computed over a whole epoch (padding: "
+    "batch size x longest sequence of the batch; packing: rows x 2,048). Epoch plan: "
+    "sampler construction plus epoch 0's table (none for the shuffled sampler).",
+]
+
 SEED, CAP, BATCH, ROWS, POOL = 3, 2048, 64, 10, 100  # ROWS of CAP tokens: a packed batch
 TITLES = {
     "arrival": "aioloader: pad, arrival order (ShuffledSampler + PadCollator)",
@@ -153,15 +161,6 @@ def cases(cfg: W3Config, log: Callable[[str], None]) -> list[Case]:
 
 def _row(system: str, measure: Any, note: str, facts: dict[str, Any], **extra: Any) -> Case:
     return Case("W3", system, "real tokens/s", measure, note=note, facts=facts, **extra)
-
-
-NAME = "W3"
-TITLE = "100,000 token sequences, log-normal lengths (median 200, cap 2,048)"
-NOTES = [
-    "Real-token fraction: real tokens / positions computed over a whole epoch (padding: "
-    "batch size x longest sequence of the batch; packing: rows x 2,048). Epoch plan: "
-    "sampler construction plus epoch 0's table (none for the shuffled sampler).",
-]
 
 
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:

@@ -22,6 +22,13 @@ from harness import Case
 
 from aioloader.core import ShuffledSampler, plan_batch
 
+NAME = "W4"
+TITLE = "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)"
+NOTES = [
+    "Ratios divide torch's naive resume (load and drop 10^9 batches) by each row. Rows "
+    "marked extrapolated time a smaller skip and scale it linearly.",
+]
+
 SEED, BATCH, TARGET_STEP = 11, 128, 10**9
 METRIC = "s to first batch at step 10^9"
 
@@ -216,12 +223,6 @@ def _row(system: str, measure: Any, note: str, how: str, memory: str, **extra: A
     return Case("W4", system, METRIC, measure, False, note=note, facts=facts, **extra)
 
 
-NAME = "W4"
-TITLE = "resume at global step 10^9 of ShuffledSampler over 2^40 items (batch 128)"
-NOTES = [
-    "Ratios divide torch's naive resume (load and drop 10^9 batches) by each row. Rows "
-    "marked extrapolated time a smaller skip and scale it linearly.",
-]
 QUICK = W4Config(
     skip_items=2**16, skip_batches=100, stateful_items=2**16, stateful_steps=64, rss_items=2**18
 )

@@ -22,6 +22,13 @@ from aioloader import takes_rng
 from aioloader.core import ImageBatchCollator, ImageSample, ShuffledSampler, rgb8_to_planar
 from aioloader.testing import MemoryDataset
 
+NAME = "W5"
+TITLE = "JPEG decode (512 images of 50-90 KB, Pillow), resize 224x224, float32 CHW, batch 64"
+NOTES = [
+    "All rows give bit-identical batches (checked on 3 steps before timing). Images/s over "
+    "8 batches (one epoch) after 2 untimed ones per round. Ratios against the plain loop.",
+]
+
 FIELDS = ("images", "labels", "indices")
 SEED = 5
 MEAN = (0.485, 0.456, 0.406)
@@ -169,14 +176,6 @@ def rows(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], Non
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W5"
-TITLE = "JPEG decode (512 images of 50-90 KB, Pillow), resize 224x224, float32 CHW, batch 64"
-NOTES = [
-    "All rows give bit-identical batches (checked on 3 steps before timing). Images/s over "
-    "8 batches (one epoch) after 2 untimed ones per round. Ratios against the plain loop.",
-]
-
-
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W5's cases and notes (``quick``: 16 small JPEGs, no process rows)."""
     small = {"images": 16, "batch": 8, "source_width": 160, "source_height": 120}

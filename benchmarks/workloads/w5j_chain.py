@@ -20,6 +20,13 @@ from aioloader.core import BatchPlan, SampleRng, ShuffledSampler, TreeCollator, 
 from workloads import w5_jpeg
 from workloads.w5_jpeg import SEED, W5Config, make_jpegs
 
+NAME = "W5J"
+TITLE = (
+    "GIL-free JPEG chain (W5's 512 JPEGs: simplejpeg decode, random crop 300-360, bilinear "
+    "224x224, flip), uint8 HWC, batch 64: threads against processes"
+)
+NOTES = w5_jpeg.NOTES  # W5's checks and timing
+
 FIELDS = ("images", "labels", "indices")
 CHAIN = JpegCropResize(size=224, crop=(300, 360), flip=True)
 
@@ -102,17 +109,6 @@ def rows(cfg: W5Config, items: list[tuple[bytes, int]], log: Callable[[str], Non
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W5J"
-TITLE = (
-    "GIL-free JPEG chain (W5's 512 JPEGs: simplejpeg decode, random crop 300-360, bilinear "
-    "224x224, flip), uint8 HWC, batch 64: threads against processes"
-)
-NOTES = [
-    "All rows give bit-identical batches (checked on 3 steps before timing). Images/s over "
-    "8 batches (one epoch) after 2 untimed ones per round. Ratios against the plain loop.",
-]
-
-
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W5J's cases and notes (``quick``: 16 small JPEGs, no process rows)."""
     if not harness.can_run("W5J", ["simplejpeg"], log):

@@ -32,6 +32,18 @@ import harness  # noqa: E402
 from harness import Case  # noqa: E402
 from systems import img2dataset  # noqa: E402
 
+NAME = "W7"
+TITLE = (
+    "web ingestion: 10,000 JPEG URLs on loopback (+50 ms, 2 % faults) -> resize 256 "
+    "center crop -> WebDataset shards"
+)
+NOTES = [
+    "Images/s: successful images / wall seconds of the ingestion call, each run a fresh "
+    "process, both on the same 2 cores (the server too). Every run's successes and "
+    "failures are checked URL by URL against the server's fate table; the first run's "
+    "shards are read by webdataset and by TarShards. See benchmarks/workloads/w7_ingest.py.",
+]
+
 harness.use_peer_paths()  # $AIOLOADER_BENCH_PEERS, set by run.py --peer-path (the children)
 
 SINGLE_PREFIX = "aioloader ingest, one process: "
@@ -242,19 +254,6 @@ def cases(cfg: W7Config, log: Any, stack: Any) -> list[Case]:
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W7"
-TITLE = (
-    "web ingestion: 10,000 JPEG URLs on loopback (+50 ms, 2 % faults) -> resize 256 "
-    "center crop -> WebDataset shards"
-)
-NOTES = [
-    "Images/s: successful images / wall seconds of the ingestion call, each run a fresh "
-    "process, both on the same 2 cores (the server too). Every run's successes and "
-    "failures are checked URL by URL against the server's fate table; the first run's "
-    "shards are read by webdataset and by TarShards. See benchmarks/workloads/w7_ingest.py.",
-]
-
-
 def build(quick: bool, log: Any, stack: Any, args: Any) -> Any:
     """W7's cases and notes (left out, and said so, without img2dataset and the rest)."""
     cfg = W7Config(urls=400, checked_images=20) if quick else W7Config()

@@ -15,6 +15,14 @@ from systems import device as device_system
 from workloads import w9_feed
 from workloads.w9_feed import W9Config
 
+NAME = "W9C"
+TITLE = "W9's decode alone on the CPU: threads, processes and torch (no device, no step)"
+NOTES = [
+    "The same batches as W9's plain loop, checked before timing. Images/s over the timed "
+    "batches (at least 3 per worker) after one per worker per round. Ratios against "
+    "aioloader threads=0.",
+]
+
 
 def rows(cfg: W9Config, items: list[tuple[str, int]]) -> list[tuple[Any, int]]:
     """The CPU-only rows and their worker counts, threads at 0 workers first (the baseline)."""
@@ -43,15 +51,6 @@ def steps(cfg: W9Config, workers: int) -> tuple[int, int]:
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W9C"
-TITLE = "W9's decode alone on the CPU: threads, processes and torch (no device, no step)"
-NOTES = [
-    "The same batches as W9's plain loop, checked before timing. Images/s over the timed "
-    "batches (at least 3 per worker) after one per worker per round. Ratios against "
-    "aioloader threads=0.",
-]
-
-
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W9C's cases and notes."""
     if not harness.can_run("W9C", ["simplejpeg", "torch"], log):

@@ -12,6 +12,13 @@ from systems import aioloader as aioloader_system
 from aioloader.cli._demo import PREFETCH, WARM_UP, make_demo_loader
 from workloads import w9_feed
 
+NAME = "W9D"
+TITLE = "`aioloader demo`'s workload (2,048 line images, batch 128) against build threads"
+NOTES = [
+    "Every row gives the same batches (checked before timing). Batches/s over `demo_steps` "
+    "batches after the demo's 16. Ratios against workers=0.",
+]
+
 SEED = 0  # the demo's default seed
 
 
@@ -33,14 +40,6 @@ def rows(workers_grid: list[int]) -> list[aioloader_system.Aioloader]:
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W9D"
-TITLE = "`aioloader demo`'s workload (2,048 line images, batch 128) against build threads"
-NOTES = [
-    "Every row gives the same batches (checked before timing). Batches/s over `demo_steps` "
-    "batches after the demo's 16. Ratios against workers=0.",
-]
-
-
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W9D's cases and notes."""
     cfg = w9_feed.for_run(quick, args)

@@ -28,6 +28,17 @@ from workloads import w9_data, w9_train
 from workloads.w5j_chain import torch_collate
 from workloads.w9_data import SEED
 
+NAME = "W9"
+TITLE = (
+    "accelerator feed: JPEG files on tmpfs (open, simplejpeg decode, crop 300-360, 224x224 "
+    "bilinear, flip, uint8 HWC) to a training step on the device"
+)
+NOTES = [
+    "Every row gives the same batches as a plain loop, checked on the device's copies before "
+    "timing (the digest column). Images/s over `count` training steps after `warm`, between "
+    "two device synchronisations. Ratios against the synthetic batch already on the device.",
+]
+
 
 def cores() -> int:
     """The cores this process may run on."""
@@ -233,18 +244,6 @@ def check(workload: str, ports: list[Any], steps: int, log: Callable[[str], None
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------
-NAME = "W9"
-TITLE = (
-    "accelerator feed: JPEG files on tmpfs (open, simplejpeg decode, crop 300-360, 224x224 "
-    "bilinear, flip, uint8 HWC) to a training step on the device"
-)
-NOTES = [
-    "Every row gives the same batches as a plain loop, checked on the device's copies before "
-    "timing (the digest column). Images/s over `count` training steps after `warm`, between "
-    "two device synchronisations. Ratios against the synthetic batch already on the device.",
-]
-
-
 def build(quick: bool, log: Callable[[str], None], stack: Any, args: Any) -> Any:
     """W9's cases and notes."""
     if not harness.can_run("W9", ["simplejpeg", "torch"], log):
