@@ -17,6 +17,8 @@ from typing import Any, NoReturn
 import numpy as np
 import numpy.typing as npt
 
+from ._check import instance_not_bool
+
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
 INT32_MIN = -(1 << 31)
@@ -260,8 +262,7 @@ def _check_image(slot: int, indices: npt.NDArray[Any], image: Any) -> F32Array:
 
 def _check_label(slot: int, indices: npt.NDArray[Any], label: Any) -> int:
     where = _where(slot, indices, "label")
-    if isinstance(label, (bool, np.bool_)) or not isinstance(label, (int, np.integer)):
-        raise TypeError(f"{where} must be an int32 but got {type(label).__name__} ({label!r})")
+    instance_not_bool(where, label, (int, np.integer), "an int32")
     if not INT32_MIN <= int(label) < INT32_LIMIT:
         raise ValueError(f"{where} must fit int32 in [-2^31, 2^31) but got {int(label)}")
     return int(label)
