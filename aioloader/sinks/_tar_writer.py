@@ -37,7 +37,7 @@ import anyio
 
 from .._errors import ResumeMismatchError, WriterConflictError
 from .._files import PIECE, AsyncFile, open_with, run_to_end
-from ..core import positive
+from ..core import at_least, instance_not_bool, positive
 from ..sources import ShardIndex, TarSampleEntry
 from ._destination import Destination, VersionConflictError, make_destination
 from ._lease import LEASE_NAME, WriterLease
@@ -168,27 +168,10 @@ class TarShardWriter:
         if on_commit is not None and not callable(on_commit):
             raise TypeError(f"on_commit must be callable or None but got {on_commit!r}")
         self.on_commit = on_commit
-        if isinstance(start_position, bool) or not isinstance(start_position, int):
-            raise TypeError(f"start_position must be an int but got {start_position!r}")
-        if start_position < 0:
-            raise ValueError(f"start_position must be >= 0 but got {start_position}")
+        start_position = at_least("start_position", start_position, 0)
         self.max_samples = positive("max_samples", max_samples)
         self.max_bytes = positive("max_bytes", max_bytes)
-        if not isinstance(name_pattern, str):
-            raise TypeError(f"name_pattern must be a str but got {type(name_pattern).__name__}")
-        try:
-            first_name, second_name = name_pattern.format(0), name_pattern.format(1)
-        except (IndexError, KeyError, ValueError) as exc:
-            raise ValueError(
-                f"name_pattern must format one shard number, like 'shard-{{:06d}}.tar', but "
-                f"{name_pattern!r} fails: {exc}"
-            ) from None
-        if first_name in (second_name, MANIFEST_NAME, LEASE_NAME) or "/" in first_name:
-            raise ValueError(
-                "name_pattern must give each shard number its own plain name (no '/') but "
-                f"{name_pattern!r} gives {first_name!r} for shard 0"
-            )
-        self.name_pattern = name_pattern
+        self.name_pattern = _check_name_pattern(name_pattern)
         options = {"part_size": part_size, "upload_concurrency": upload_concurrency}
         self.destination = make_destination(destination, store, **options)
         self.meta = dict(meta or {})
@@ -273,8 +256,8 @@ class TarShardWriter:
     def _check_position(self, position: int | None) -> None:
         if self._closed:
             raise RuntimeError("the TarShardWriter is closed")
-        if position is not None and (isinstance(position, bool) or not isinstance(position, int)):
-            raise TypeError(f"position must be an int or None but got {position!r}")
+        if position is not None:
+            instance_not_bool("position", position, (int,), "an int or None")
         tracked = position is not None
         if self._tracked is not None and self._tracked != tracked:
             rule = "an int (earlier records carry one)"
@@ -502,3 +485,22 @@ def _changed_settings(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
             now = "unset" if after is missing else repr(after)
             changes.append(f"{name} was {was} and is now {now}")
     return "; ".join(changes)
+
+
+def _check_name_pattern(name_pattern: Any) -> str:
+    """``name_pattern`` if it formats a plain, distinct name for each shard number."""
+    if not isinstance(name_pattern, str):
+        raise TypeError(f"name_pattern must be a str but got {type(name_pattern).__name__}")
+    try:
+        first_name, second_name = name_pattern.format(0), name_pattern.format(1)
+    except (IndexError, KeyError, ValueError) as exc:
+        raise ValueError(
+            f"name_pattern must format one shard number, like 'shard-{{:06d}}.tar', but "
+            f"{name_pattern!r} fails: {exc}"
+        ) from None
+    if first_name in (second_name, MANIFEST_NAME, LEASE_NAME) or "/" in first_name:
+        raise ValueError(
+            "name_pattern must give each shard number its own plain name (no '/') but "
+            f"{name_pattern!r} gives {first_name!r} for shard 0"
+        )
+    return name_pattern

@@ -188,6 +188,23 @@ def test_bad_arguments_name_the_rule(tmp_path: Path) -> None:
         TarShardWriter(tmp_path, name_pattern="shard.tar")
     with pytest.raises(ValueError, match="part_size must be >= 5 MiB"):
         TarShardWriter("prefix/", store=object(), part_size=1024)
+    with pytest.raises(ValueError, match=r"^start_position must be an integer >= 0 but got -1$"):
+        TarShardWriter(tmp_path, start_position=-1)
+    with pytest.raises(
+        TypeError, match=r"^start_position must be an integer >= 0 but got a bool \(True\)$"
+    ):
+        TarShardWriter(tmp_path, start_position=True)
+    assert os.listdir(tmp_path) == []
+
+
+async def test_a_position_must_be_an_int_or_none_not_a_bool(tmp_path: Path) -> None:
+    writer = TarShardWriter(tmp_path)
+    with pytest.raises(TypeError, match=r"^position must be an int or None but got bool \(True\)$"):
+        await writer.write("a", {"bin": b"x"}, position=True)
+    with pytest.raises(TypeError, match=r"^position must be an int or None but got str \('0'\)$"):
+        writer.record_failure(FailureRecord("0", "status", "HTTP 404"))  # type: ignore[arg-type]
+    assert writer.next_position == 0
+    writer.abort()
 
 
 async def test_an_existing_manifest_is_refused_unless_resuming_with_the_same_settings(
