@@ -31,6 +31,7 @@ import anyio
 
 from .._compat import add_note
 from .._errors import MalformedShardError, ObjectNotFoundError, SourceError
+from ..core import at_least
 from ._concurrency import PerLoop, gather_ordered
 from ._decode import decode_named, naming_sample
 from ._local import check_index
@@ -120,6 +121,25 @@ def _folder_of(keys: Sequence[str]) -> str | None:
     return "/".join(common) or None
 
 
+def _shard_names(shards: Any, store: Any) -> list[str]:
+    """The shards as names: a non-empty sequence of paths, or of keys when ``store`` is given."""
+    if isinstance(shards, (str, os.PathLike)):
+        raise TypeError(
+            "shards must be a sequence of paths or keys but got a single one "
+            f"({shards!r}); pass a list: [{shards!r}]"
+        )
+    names = []
+    for position, shard in enumerate(shards):
+        if not isinstance(shard, (str, os.PathLike)) or not str(shard):
+            raise TypeError(f"shards[{position}] must be a non-empty str or path but got {shard!r}")
+        if store is not None and not isinstance(shard, str):
+            raise TypeError(f"shards[{position}] must be an object key (str) but got {shard!r}")
+        names.append(str(shard))
+    if not names:
+        raise ValueError("shards must name at least one shard but got none")
+    return names
+
+
 class TarShards(Generic[SampleT]):
     """Samples from WebDataset tar shards on a local disk or in an obstore store.
 
@@ -183,36 +203,12 @@ class TarShards(Generic[SampleT]):
         max_request_bytes: int = 64 << 20,
         cache: KnownFutureCache | None = None,
     ) -> None:
-        if isinstance(shards, (str, os.PathLike)):
-            raise TypeError(
-                "shards must be a sequence of paths or keys but got a single one "
-                f"({shards!r}); pass a list: [{shards!r}]"
-            )
-        names = []
-        for position, shard in enumerate(shards):
-            if not isinstance(shard, (str, os.PathLike)) or not str(shard):
-                raise TypeError(
-                    f"shards[{position}] must be a non-empty str or path but got {shard!r}"
-                )
-            if store is not None and not isinstance(shard, str):
-                raise TypeError(f"shards[{position}] must be an object key (str) but got {shard!r}")
-            names.append(str(shard))
-        if not names:
-            raise ValueError("shards must name at least one shard but got none")
+        names = _shard_names(shards, store)
         if not callable(decode):
             raise TypeError(f"decode must be callable but got {type(decode).__name__}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
-            raise TypeError(
-                f"max_concurrency must be an int but got {type(max_concurrency).__name__} "
-                f"({max_concurrency!r})"
-            )
-        if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1 but got {max_concurrency}")
+        at_least("max_concurrency", max_concurrency, 1)
         index_path = _check_index_dir(index_dir)
-        if isinstance(index_threads, bool) or not isinstance(index_threads, int):
-            raise TypeError(f"index_threads must be an int but got {index_threads!r}")
-        if index_threads < 1:
-            raise ValueError(f"index_threads must be >= 1 but got {index_threads}")
+        at_least("index_threads", index_threads, 1)
         self.coalesce_gap, self.max_request_bytes = check_coalescing(
             coalesce_gap, max_request_bytes
         )
@@ -230,18 +226,28 @@ class TarShards(Generic[SampleT]):
         )
         self._threads = PerLoop(lambda: anyio.CapacityLimiter(max_concurrency))
         self.index_dir = index_path
-        self._listed: dict[str, tuple[int, str]] = {}
-        if self.reader is not None and index_path is not None:
-            # saved indices are checked against their shards' size and ETag: one listing
-            # request per 1,000 shards instead of a HEAD per shard (unless the folder holds
-            # far more than the shards: then HEADs)
-            self._listed = self.reader.versions_under(_folder_of(names), 4 * len(names)) or {}
+        self._listed = self._listed_versions(names)
         self._shard_numbers = {name: number for number, name in enumerate(names)}
         self._span_bounds: dict[int, tuple[list[int], list[int]]] = {}
         self.cache = cache
+        self._index_and_bind(names, index_threads)
+
+    def _listed_versions(self, names: list[str]) -> dict[str, tuple[int, str]]:
+        """Size and version tag of the shards, by listing, where saved indices of shards in
+        a store are checked against them (else empty)."""
+        if self.reader is None or self.index_dir is None:
+            return {}
+        # One listing request per 1,000 shards instead of a HEAD per shard (unless the
+        # folder holds far more than the shards: then HEADs).
+        return self.reader.versions_under(_folder_of(names), 4 * len(names)) or {}
+
+    def _index_and_bind(self, names: list[str], threads: int) -> None:
+        """Index every shard (``_index_all``), then bind the cache to this source; on an
+        error the samples kept for the cache are withdrawn."""
+        cache = self.cache
         budget = None if cache is None else KeepBudget(cache)
         try:
-            self.indices, self._starts = self._index_all(names, index_threads, budget)
+            self.indices, self._starts = self._index_all(names, threads, budget)
             if cache is not None:
                 cache.bind(self)
         except BaseException:

@@ -483,12 +483,24 @@ def test_read_ahead_skips_the_chunks_inside_large_members() -> None:
 def test_max_concurrency_and_index_dir_are_checked_up_front(tmp_path: Path) -> None:
     (shard,) = write_shards(tmp_path, dataset(1, 2))
     for bound in (0, -3):
-        with pytest.raises(ValueError, match=rf"max_concurrency must be >= 1 but got {bound}$"):
+        with pytest.raises(
+            ValueError, match=rf"^max_concurrency must be an integer >= 1 but got {bound}$"
+        ):
             TarShards([shard], max_concurrency=bound)
-    with pytest.raises(TypeError, match=r"max_concurrency must be an int but got float \(2\.0\)"):
+    with pytest.raises(
+        TypeError, match=r"^max_concurrency must be an integer >= 1 but got float \(2\.0\)$"
+    ):
         TarShards([shard], max_concurrency=2.0)  # type: ignore[call-overload]
-    with pytest.raises(TypeError, match=r"max_concurrency must be an int but got bool"):
+    with pytest.raises(
+        TypeError, match=r"^max_concurrency must be an integer >= 1 but got a bool \(True\)$"
+    ):
         TarShards([shard], max_concurrency=True)
+    with pytest.raises(ValueError, match=r"^index_threads must be an integer >= 1 but got 0$"):
+        TarShards([shard], index_threads=0)
+    with pytest.raises(
+        TypeError, match=r"^index_threads must be an integer >= 1 but got a bool \(False\)$"
+    ):
+        TarShards([shard], index_threads=False)
     a_file = tmp_path / "indices.txt"
     a_file.write_text("not a directory")
     with pytest.raises(ValueError, match=r"index_dir must be a directory but got .*indices\.txt"):
