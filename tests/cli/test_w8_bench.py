@@ -56,17 +56,26 @@ def test_optimum_and_ratios_are_exact() -> None:
         {"requests": 10, "bytes_to_client": 1600, "time": 16.0},
     ]
     assert w8.per_epoch(marks, 64) == [
-        {"bytes": 1000, "requests": 4, "images_per_s": 32.0},
-        {"bytes": 500, "requests": 1, "images_per_s": 16.0},
+        {"bytes": 1000, "requests": 4, "seconds": 2.0, "images_per_s": 32.0},
+        {"bytes": 500, "requests": 1, "seconds": 4.0, "images_per_s": 16.0},
     ]
+    timed = [{**mark, "cpu": cpu} for mark, cpu in zip(marks, (1.0, 1.5, 1.75), strict=True)]
+    assert [e["cpu_per_1k"] for e in w8.per_epoch(timed, 64)] == [7.8125, 3.90625]
+    assert w8.later_speed(w8.per_epoch(marks, 64), 64) == 16.0  # 64 images / 4 s
 
 
 def test_config_is_checked() -> None:
     w8 = _benchmark_module("workloads.w8_cache")
     with pytest.raises(ValueError, match=r"images must be a multiple of batch \(64\).*got 100"):
         w8.W8Config(images=100)
-    with pytest.raises(ValueError, match=r"W8Config.epochs must be >= 1 but got 0"):
-        w8.W8Config(epochs=0)
+    with pytest.raises(ValueError, match=r"shard size \(32, 128\) .*but got 4032"):
+        w8.W8Config(images=4032)  # 63 x 64: not whole shards of 128
+    with pytest.raises(ValueError, match=r"W8Config.epochs must be >= 2 .* but got 1"):
+        w8.W8Config(epochs=1)
+    with pytest.raises(ValueError, match=r"W8Config.peers must be one or more of .* got \('x',\)"):
+        w8.W8Config(peers=("x",))
+    with pytest.raises(ValueError, match=r"W8Config.tiers must be one or more of .* got \(\)"):
+        w8.W8Config(tiers=())
 
 
 def test_w8_is_named_only() -> None:
@@ -81,29 +90,33 @@ def test_w8_is_named_only() -> None:
 @pytest.mark.slow  # a benchmark smoke run
 def test_a_tiny_run_of_the_aioloader_rows_adds_up(tmp_path: Path) -> None:
     w8 = _benchmark_module("workloads.w8_cache")
-    cfg = w8.W8Config(images=64, batch=16, shards=4, fractions=(0.5,), peers=False)
+    cfg = w8.W8Config(images=64, batch=16, shard_samples=(16,), fractions=(0.5,), peers=())
     log: list[str] = []
     with contextlib.ExitStack() as stack:
         cases = w8.cases(cfg, log.append, stack)
         names = [case.system for case in cases]
         assert names == [
-            "aioloader memory tier 50%, BlockShuffledSampler(window=4)",
-            "aioloader memory tier 50%, ShuffledSampler",
-            "aioloader disk tier 50%, BlockShuffledSampler(window=4)",
-            "aioloader disk tier 50%, ShuffledSampler",
+            "shards of 16: aioloader no cache, BlockShuffledSampler(window=4)",
+            "shards of 16: aioloader no cache, ShuffledSampler",
+            "shards of 16: aioloader memory tier 50%, BlockShuffledSampler(window=4)",
+            "shards of 16: aioloader memory tier 50%, ShuffledSampler",
+            "shards of 16: aioloader disk tier 50%, BlockShuffledSampler(window=4)",
+            "shards of 16: aioloader disk tier 50%, ShuffledSampler",
         ]
-        assert [case.error for case in cases] == [None] * 4
-        block = cases[0]
+        assert [case.error for case in cases] == [None] * 6
+        block = cases[2]
         block.measure()  # the checking epoch (warm-up)
-        assert block.facts == {}
+        assert block.facts == {"shard samples": 16, "shards": 4}
         images_per_s = block.measure()
     facts = block.facts
-    tars = w8.prepare(cfg, log.append)["tar"]
+    tars = w8.prepare(cfg, 16, log.append)["tar"]
     dataset = sum(p.stat().st_size for p in tars.glob("*.tar"))
     assert facts["dataset MB"] == dataset / 1e6
     assert facts["cache MB"] == int(0.5 * dataset) / 1e6
     assert facts["optimum MB (epochs 2+)"] == (dataset - int(0.5 * dataset)) / 1e6
-    assert facts["e2 images/s"] == images_per_s
+    seconds = 64 / facts["e2 images/s"] + 64 / facts["e3 images/s"]
+    assert images_per_s == pytest.approx(2 * 64 / seconds, rel=1e-12)  # epochs 2-3 together
+    assert facts["e2 S3 CPU-s/1k images"] >= 0
     assert facts["e1 / dataset"] == round(facts["e1 MB"] * 1e6 / dataset, 3)
     for epoch in (2, 3):
         optimum = dataset - int(0.5 * dataset)
