@@ -37,6 +37,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round (smoke)")
     parser.add_argument("--rounds", type=int, help="kept rounds (default 7, quick 1)")
     parser.add_argument("--w8-images", type=int, help="W8's dataset size (default 4,096)")
+    w8 = workloads.load("W8")
+    parser.add_argument(
+        "--w8-shard-samples",
+        type=w8.shard_samples_option,
+        help="W8's samples per tar shard, comma-separated (default 32,128: both in one run)",
+    )
+    parser.add_argument(
+        "--w8-leave-out",
+        type=w8.leave_out_option,
+        help=f"W8's peers or cache tiers not to run, comma-separated ({','.join(w8.LEAVE_OUT)})",
+    )
     parser.add_argument("--output", type=Path, default=HERE / "results", help="results folder")
     parser.add_argument(
         "--name", help="the results' file name (default: the workload's, or results for several)"
