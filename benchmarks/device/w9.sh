@@ -2,7 +2,18 @@
 # W9 on one machine with a GPU, in one go: install aioloader from this working tree, write
 # the JPEGs to /dev/shm, then run W9 (accelerator feed), W9C (the decode alone on the CPU)
 # and W9D (the demo against threads) as one run; w9.md, w9.json, w9.png and w9.log go to
-# $OUT (default benchmarks/results/device). About 4-6 minutes on 16 cores and an H200.
+# $OUT (default benchmarks/results/device).
+#
+# Time on 16 cores and an H200, estimated (one kept round, the default): setup (install, the
+# 4,096 JPEGs, the kernels' first compile) about 1 minute; W9 about 1-2 minutes (7 rows of
+# 38 steps of 256 images, at 1,300-4,700 images/s, in a warm-up and a kept round); W9D a few
+# seconds. W9C times at least 3 s of work per row (w9_cpu.steps: 18, 71, 141 and 264 timed
+# batches of 256 at 0, 4, 8 and 15 workers): about 1 minute (2 rounds of ~30 s) where the
+# threads scale as the chain allows (~1,000 images/s per core); where they stop at 4 cores
+# as in issue 34's table (367, 1,077, 1,605, 1,362 images/s; processes 5,090, torch 4,182)
+# a round takes 140 s, 280 s with the warm-up round. So about 4 minutes expected and about
+# 8 at worst (~480 s), inside W9_TIMEOUT's 540 s and the device call's 600 s;
+# W9_ROUNDS=2 fits only where the threads scale.
 #
 # The GPU image has torch, torchvision, numpy, numba, pillow, anyio, uvloop and aiofiles,
 # but not simplejpeg or sniffio (aioloader's base install needs sniffio; W9's chain needs

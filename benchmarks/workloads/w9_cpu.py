@@ -6,6 +6,7 @@ cores - 1 workers (``for``), processes and torch's best configuration at cores -
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +20,8 @@ NAME = "W9C"
 TITLE = "W9's decode alone on the CPU: threads, processes and torch (no device, no step)"
 NOTES = [
     "The same batches as W9's plain loop, checked before timing. Images/s over the timed "
-    "batches (at least 3 per worker) after one per worker per round. Ratios against "
-    "aioloader threads=0.",
+    "batches (3 s of work at 1,500 images/s per busy core, and 3 per worker, at least) after "
+    "one per worker per round. Ratios against aioloader threads=0.",
 ]
 
 
@@ -44,10 +45,23 @@ def rows(cfg: W9Config, items: list[tuple[str, int]]) -> list[tuple[Any, int]]:
     return [*found, (feed, torch_row.workers)]
 
 
+CORE_RATE = 1_500
+"""Images/s that one busy core is taken to run W9's chain at: above every rate measured so
+far (one thread of a 2-core machine: 912, benchmarks/results/w9-cpu.md), so that a window
+sized by it times at least ``cfg.cpu_seconds`` of work."""
+
+
 def steps(cfg: W9Config, workers: int) -> tuple[int, int]:
     """``(warm, count)`` batches of a row: every worker busy before the clock starts (a
-    worker builds a whole step), and several steps per worker timed."""
-    return max(cfg.cpu_warm, workers), max(cfg.cpu_count, 3 * workers)
+    worker builds a whole step), then at least ``cfg.cpu_seconds`` of work at ``CORE_RATE``
+    per busy core (workers, at most the cores, at least one) and 3 steps per worker timed.
+
+    On 16 cores at batch 256: 18 timed batches at 0 workers, 71 at 4, 141 at 8 and 264 at
+    15 (threads, processes and torch).
+    """
+    busy = min(max(1, workers), w9_feed.cores())
+    timed = math.ceil(cfg.cpu_seconds * CORE_RATE * busy / cfg.batch)
+    return max(cfg.cpu_warm, workers), max(cfg.cpu_count, 3 * workers, timed)
 
 
 # -- the workload, as run.py crosses it -----------------------------------------------------

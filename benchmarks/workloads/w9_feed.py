@@ -63,6 +63,7 @@ class W9Config:
     folder: str = "/dev/shm/aioloader-w9"
     cpu_warm: int = 2  # W9C: the decode alone
     cpu_count: int = 8
+    cpu_seconds: float = 3.0  # W9C: each row's timed window at least (w9_cpu.steps)
     demo_steps: int = 256  # W9D
 
     @property
@@ -88,7 +89,7 @@ def for_run(quick: bool, args: Any) -> W9Config:
         if quick:
             options |= {"images": 32, "height": 120, "width": 160, "batch": 8, "warm": 1}
             options |= {"count": 2, "verify": 1, "workers": 2, "processes": False}
-            options |= {"cpu_warm": 1, "cpu_count": 2, "demo_steps": 4}
+            options |= {"cpu_warm": 1, "cpu_count": 2, "cpu_seconds": 0.0, "demo_steps": 4}
         if device != "cuda":
             options |= {"model": "tiny"}
             if not quick:
