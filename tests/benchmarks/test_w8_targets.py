@@ -85,7 +85,12 @@ def test_rows_at_each_shard_size_name_it_and_pair_every_cache_with_none() -> Non
 
 
 def _ours(
-    w8: ModuleType, name: str, values: list[float], speeds: tuple[float, ...], mb: tuple, req: tuple
+    w8: ModuleType,
+    name: str,
+    values: list[float],
+    speeds: tuple[float, ...],
+    mb: tuple[float, ...],
+    req: tuple[int, ...],
 ) -> Any:
     """A made-up aioloader row at shards of 128 (32 shards), dataset 200 MB, optimum 150 MB."""
     facts: dict[str, Any] = {"shard samples": 128, "shards": 32, "dataset MB": 200.0}
@@ -96,7 +101,7 @@ def _ours(
     return _case(w8, name, values, "aioloader", facts)
 
 
-def _case(w8: ModuleType, name: str, values: list[float], group: str, facts: dict) -> Any:
+def _case(w8: ModuleType, name: str, values: list[float], group: str, facts: dict[str, Any]) -> Any:
     case = w8.Case("W8", name, "epochs 2-3 images/s", lambda: 0.0, group=group, facts=facts)
     case.values = values
     if not values:
