@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import BatchPlan, Sampler, as_int, default_collate, flag, takes_plan
+from ..core import BatchPlan, Sampler, as_int, default_collate, flag, instance_not_bool, takes_plan
 from ._build import collator_takes_plan
 from ._torch_samplers import (
     FROM_TORCH,
@@ -168,8 +168,7 @@ def _check_counts(arguments: Mapping[str, Any]) -> int:
             f"multiprocessing (got num_workers={workers})"
         )
     timeout = arguments["timeout"]
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number but got {type(timeout).__name__}")
+    instance_not_bool("timeout", timeout, (int, float), "a number")
     if timeout < 0:
         raise ValueError(f"timeout option should be non-negative (got timeout={timeout})")
     if timeout > 0:

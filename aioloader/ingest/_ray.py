@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import ObjectNotFoundError
+from ..core import at_least, at_least_or_none
 from ..sinks import (
     MANIFEST_NAME,
     Destination,
@@ -255,12 +256,7 @@ def ingest_on_ray(
 
 
 def _part_count(total: int, parts: int | None, inputs_per_part: int) -> int:
-    if parts is not None:
-        if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
-            raise ValueError(f"parts must be an int >= 1 or None but got {parts!r}")
-        return max(1, min(parts, total))
-    if isinstance(inputs_per_part, bool) or not isinstance(inputs_per_part, int):
-        raise TypeError(f"inputs_per_part must be an int but got {inputs_per_part!r}")
-    if inputs_per_part < 1:
-        raise ValueError(f"inputs_per_part must be >= 1 but got {inputs_per_part}")
-    return max(1, math.ceil(total / inputs_per_part))
+    count = at_least_or_none("parts", parts, 1)
+    if count is not None:
+        return max(1, min(count, total))
+    return max(1, math.ceil(total / at_least("inputs_per_part", inputs_per_part, 1)))

@@ -7,6 +7,7 @@ samples); every loop an epoch of its own, even after a ``break``; exact resume; 
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from typing import Any
 
@@ -271,6 +272,8 @@ def test_the_forms_are_not_mixed() -> None:
         ({"batch_size": 0}, ValueError, "batch_size should be a positive integer value, but got"),
         ({"timeout": -1}, ValueError, "timeout option should be non-negative"),
         ({"timeout": 5}, ValueError, "timeout must be 0: aioloader waits"),
+        ({"timeout": True}, TypeError, "timeout must be a number but got bool (True)"),
+        ({"timeout": "0"}, TypeError, "timeout must be a number but got str ('0')"),
         ({"num_workers": -1}, ValueError, "num_workers option should be non-negative"),
         ({"prefetch_factor": 2}, ValueError, "prefetch_factor option could only be specified"),
         ({"prefetch_factor": -1, "num_workers": 1}, ValueError, "prefetch_factor option should"),
@@ -292,7 +295,7 @@ def test_what_torch_refuses_or_cannot_be_honoured_is_refused(
     arguments = {
         key: stand_ins[value] if value in ("S", "B") else value for key, value in options.items()
     }
-    with pytest.raises(error, match=message.replace("(", "\\(")):
+    with pytest.raises(error, match=re.escape(message)):
         loader_of(data, **arguments)
 
 

@@ -164,3 +164,22 @@ def test_merge_parts_refuses_a_gap(tmp_path: Path) -> None:
 def test_ingest_on_ray_refuses_options_it_sets(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="sets 'start' itself"):
         ingest_on_ray(["http://127.0.0.1:1/a"], tmp_path, start=3)
+
+
+@pytest.mark.parametrize(
+    ("parts", "inputs_per_part", "error", "message"),
+    [
+        (0, 10, ValueError, r"^parts must be an integer >= 1 or None but got 0$"),
+        (True, 10, TypeError, r"^parts must be an integer >= 1 or None but got a bool \(True\)$"),
+        (None, 0, ValueError, r"^inputs_per_part must be an integer >= 1 but got 0$"),
+        (None, 2.5, TypeError, r"^inputs_per_part must be an integer >= 1 but got float \(2\.5\)$"),
+    ],
+)
+def test_part_counts_are_checked_by_name(
+    tmp_path: Path, parts: Any, inputs_per_part: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        ingest_on_ray(
+            ["http://127.0.0.1:1/a"], tmp_path, parts=parts, inputs_per_part=inputs_per_part
+        )
+    assert os.listdir(tmp_path) == []
