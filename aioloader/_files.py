@@ -25,7 +25,6 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterable
-from types import TracebackType
 from typing import IO, Any, Literal, TypeVar
 
 import anyio
@@ -93,12 +92,7 @@ class AsyncFile:
     async def __aenter__(self) -> AsyncFile:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from types import TracebackType
 from typing import Any
 
 import anyio
@@ -127,23 +126,13 @@ class DeviceStream:
     def __enter__(self) -> DeviceStream:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     async def __aenter__(self) -> DeviceStream:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self.close)
 
