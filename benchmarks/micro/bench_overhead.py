@@ -78,4 +78,6 @@ if __name__ == "__main__":
             flush=True,
         )
     if args.output:
-        Path(args.output).write_text(json.dumps(rows, indent=2) + "\n")
+        command = " ".join(["python", "benchmarks/micro/bench_overhead.py", *sys.argv[1:]])
+        data = {"command": command, "rows": rows}
+        Path(args.output).write_text(json.dumps(data, indent=2) + "\n")

@@ -24,6 +24,7 @@ HEADER, SAMPLE = 512, 64  # bytes of a tar header and of a sample: small, bookke
 RESULTS = Path(__file__).parents[1] / "results"
 MARKDOWN = (  # planner.md, then a ROW per sampler
     f"# Planning at ImageNet size ({N:,} samples, {SHARDS:,} shards, batch {BATCH})\n\n"
+    "Command: `python -m benchmarks.micro.bench_planner{options}`\n\n"  # filled at the end
     "Targets: first window <= 0.2 s, planner <= 64 MiB, no loop turn blocked > 5 ms.\n\n"
     "| sampler | first window s | full horizon s | planner peak MiB | arrays MiB "
     "| longest turn CPU ms | longest turn wall ms | turns > 5 ms CPU / wall / all "
@@ -156,6 +157,9 @@ if __name__ == "__main__":
         print(name, {k: round(v, 3) for k, v in row.items()})
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "planner.json").write_text(json.dumps(rows, indent=2) + "\n")
-    text = MARKDOWN + "\n".join(ROW.format(name=name, **row) for name, row in rows.items())
+    options = f" --steps {args.steps} --repeats {args.repeats}"
+    text = MARKDOWN.format(options=options) + "\n".join(
+        ROW.format(name=name, **row) for name, row in rows.items()
+    )
     (RESULTS / "planner.md").write_text(text + "\n")
     print(text)
