@@ -123,7 +123,7 @@ class ProcessBuilders:
         mp_context: str = "spawn",
         reader: Callable[[int], Any] | None = None,
     ) -> None:
-        at_least("workers", workers, 1)
+        workers = at_least("workers", workers, 1)
         if mp_context not in MP_CONTEXTS:
             raise ValueError(f"mp_context must be 'spawn' or 'forkserver' but got {mp_context!r}")
         if not IS_POSIX:  # pragma: no cover - Windows

@@ -206,9 +206,9 @@ class TarShards(Generic[SampleT]):
         names = _shard_names(shards, store)
         if not callable(decode):
             raise TypeError(f"decode must be callable but got {type(decode).__name__}")
-        at_least("max_concurrency", max_concurrency, 1)
+        max_concurrency = at_least("max_concurrency", max_concurrency, 1)
         index_path = _check_index_dir(index_dir)
-        at_least("index_threads", index_threads, 1)
+        index_threads = at_least("index_threads", index_threads, 1)
         self.coalesce_gap, self.max_request_bytes = check_coalescing(
             coalesce_gap, max_request_bytes
         )
@@ -233,8 +233,9 @@ class TarShards(Generic[SampleT]):
         self._index_and_bind(names, index_threads)
 
     def _listed_versions(self, names: list[str]) -> dict[str, tuple[int, str]]:
-        """Size and version tag of the shards, by listing, where saved indices of shards in
-        a store are checked against them (else empty)."""
+        """Each shard's size and version tag from a listing of their folder, which saved
+        indices of a store's shards are checked against (empty: local shards, no
+        ``index_dir``)."""
         if self.reader is None or self.index_dir is None:
             return {}
         # One listing request per 1,000 shards instead of a HEAD per shard (unless the

@@ -480,6 +480,14 @@ def test_read_ahead_skips_the_chunks_inside_large_members() -> None:
     assert len(raw) > 200_000
 
 
+@pytest.mark.anyio
+async def test_numpy_integers_are_taken_as_counts(tmp_path: Path) -> None:
+    (shard,) = write_shards(tmp_path, dataset(1, 2))
+    source = TarShards([shard], max_concurrency=np.int64(2), index_threads=np.int64(1))
+    samples = await source.read_samples([1, 0])
+    assert [sample["__key__"] for sample in samples] == ["s0/sample001", "s0/sample000"]
+
+
 def test_max_concurrency_and_index_dir_are_checked_up_front(tmp_path: Path) -> None:
     (shard,) = write_shards(tmp_path, dataset(1, 2))
     for bound in (0, -3):
