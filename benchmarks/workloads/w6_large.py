@@ -31,7 +31,7 @@ NOTES = [
 
 
 def config(quick: bool) -> w6.W6Config:
-    """W6L's settings (quick: 512 images in shards of 8 MiB, again about 5)."""
+    """W6L's settings (quick: 512 images in 4 shards of 8 MiB)."""
     size = 8 * 2**20 if quick else SHARD_BYTES
     images = 512 if quick else 4096
     return w6.W6Config(

@@ -36,6 +36,8 @@ from systems.s3spec import peer_env  # noqa: E402
 
 from workloads import w6_data  # noqa: E402
 
+harness.use_peer_paths()  # $AIOLOADER_BENCH_PEERS, set by run.py --peer-path (the children)
+
 NAME = "W6"
 OPT_IN = True  # minutes; LitData and Mosaic installed by hand
 TITLE = (
@@ -119,7 +121,7 @@ def note(spec: dict[str, Any]) -> str:
 def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack) -> list[Case]:
     """Prepare the data, start the server and the relay (stopped by ``stack``), build rows."""
     root = w6_data.cache_dir(cfg.images, cfg.seed)
-    log(f"  W6: images and formats under {root} (generated once)")
+    log(f"  {cfg.workload}: images and formats under {root} (generated once)")
     folder = w6_data.generate(root, cfg.images, cfg.seed)
     if cfg.shard_bytes is None:
         formats = w6_data.write_formats(folder, cfg.images, root, 256, ("64MB", 64 * 2**20), PEERS)
@@ -149,7 +151,7 @@ def cases(cfg: W6Config, log: Callable[[str], None], stack: contextlib.ExitStack
             case = w6_data.case(cfg.workload, f"{path}: {name}", spec, note(spec), "images/s")
             case.compare_to = f"{path}: WebDataset, {cfg.workers} workers"
             case.baseline = case.system == "+20 ms: WebDataset, 2 workers"
-            case.facts["shards"] = len(shards[FORMAT.get(spec["system"], "tar")])
+            case.facts["shards"] = len(shards.get(FORMAT.get(spec["system"], "tar"), []))
             if case.error is None:
                 case.measure = _measure(case, spec, relay, rig.weed_pid, reference)
             out.append(case)

@@ -41,6 +41,8 @@ from systems.s3spec import peer_env  # noqa: E402
 
 from workloads import w6_data  # noqa: E402
 
+harness.use_peer_paths()  # $AIOLOADER_BENCH_PEERS, set by run.py --peer-path (the children)
+
 ANCHORS = (0, 17, 1000, 4095)  # samples whose tensors the parent computes itself
 NAME = "W8"
 OPT_IN = True  # many minutes
