@@ -3,6 +3,7 @@ cut by bytes, and issue 35's W6 targets from made-up results (exact verdicts).""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import anyio
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,3 +148,28 @@ def test_w6_targets_give_exact_verdicts_from_made_up_results() -> None:
         ),
     ]
     assert w6.targets(cases) == []  # W6's own targets see only W6's rows
+
+
+@pytest.mark.slow  # a benchmark smoke run: SeaweedFS, one row's child process
+def test_a_tiny_w6l_run_reads_shards_cut_by_bytes() -> None:
+    w6 = _module("workloads.w6_object_storage")
+    cfg = w6.W6Config(
+        images=64, batch=16, direct=False, shard_bytes=1_000_000, on_the_fly=False, workload="W6L"
+    )
+    log: list[str] = []
+    with contextlib.ExitStack() as stack:
+        cases = {case.system: case for case in w6.cases(cfg, log.append, stack)}
+        assert [name for name in cases if "aioloader" in name] == [
+            "+20 ms: aioloader TarShards, global shuffle, 2 threads, 256 reads in flight",
+            f"+20 ms: {w6.GLOBAL_CACHED}",
+            "+20 ms: aioloader TarShards, block shuffle (window 4 shards)",
+            f"+20 ms: {w6.BLOCK_CACHED}",
+        ]
+        block = cases[f"+20 ms: {w6.BLOCK_CACHED}"]
+        assert {c.workload for c in cases.values()} == {"W6L"}
+        assert block.error is None
+        assert block.measure() > 0
+    facts = block.facts
+    assert facts["shards"] == 4  # 4.3 MB of tars cut at the first sample past 1 MB
+    assert (facts["exactly once"], facts["resume"]) == ("yes", "DataLoader.load_state_dict")
+    assert facts["requests/epoch"] >= facts["shards"]
