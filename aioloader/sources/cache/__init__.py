@@ -7,6 +7,7 @@
   streams where no plan knows the next use, and the read-ahead budget;
 - ``_tiers`` and ``_disk``: the memory tier and the disk tier (atomic, checked files, in a
   folder it marks as its own);
+- ``_room``: what room a read-ahead run may take, and how much of a run to read;
 - ``_ranges``: byte ranges and their coalescing;
 - ``_cache``: ``KnownFutureCache``, which reads through all of them.
 

@@ -4,19 +4,20 @@ The batch at global step ``g`` is a pure function of ``(seed, g)``, so once told
 the seed and the start step (``plan``; the loader does it when a stream starts), the cache
 knows every future read. A ``HorizonPlanner`` keeps a few windows of it as numpy arrays,
 extended in worker threads as the reads move on; each stream (training, evaluation) keeps
-its own, on one clock (``_plans``). While several streams share the cache, each stream's
-next pass counts as known too (a stream that ended is expected back), and an entry no plan
-reads again belongs to the stream that used it last, which keeps its fair share of the
-room against the others (``_policy``). For the batch at step ``g`` the cache
+its own, on one clock (``_plans``). Each stream's next pass counts as known too (a stream
+that ended is expected back), so what an epoch keeps is what the next one reads first; an
+entry no plan reads again belongs to the stream that used it last, which keeps its fair
+share of the room against the others (``_policy``). For the batch at step ``g`` the cache
 
 - fetches what the batch misses, grown over the run of its shard's neighbours that the
   horizon needs, and reads ahead what steps ``g+1 .. g+lookahead_steps`` need, each grown
-  likewise; runs of one shard with only tar headers between them are one request, so a
-  shard the plan reads within the horizon (block shuffle) costs one request;
+  likewise; runs of one shard with only tar headers (or a few samples held) between them
+  are one request, so a shard the plan reads within the horizon (block shuffle) costs one
+  request;
 - holds what it read ahead in the memory tier's bound, reserved until the step that needs
-  it: read-ahead is never evicted or dropped before use, and it takes room only from
-  entries its epoch no longer needs, so within an epoch no byte is fetched twice and the
-  entries kept for this epoch stay until their use;
+  it: read-ahead is never evicted or dropped before use; ahead of need it takes only spare
+  room, at need a run may evict entries needed after it (``_room`` explains the trade), so
+  within an epoch no sample is fetched twice for its use;
 - after use, admits a sample into a tier only if it is needed again before what it would
   evict (Belady's policy, optimal for a known sequence): memory first, the disk tier for
   what memory evicts; while the disk tier has free room it also keeps a copy of what
@@ -49,6 +50,7 @@ from ._planner import NEVER, HorizonPlanner
 from ._plans import PlannedStream, Plans
 from ._policy import Policy, ReadBudget, Sharing
 from ._ranges import ByteRange, check_coalescing
+from ._room import RunTaker, Shape, grow_run
 from ._source import RangeSource
 from ._statistics import CacheStatistics, Tally
 from ._tiers import MemoryTier
@@ -59,8 +61,6 @@ __all__ = ("KnownFutureCache",)
 _Writes = list[tuple[int, Path, bytes]]
 TASKS_PER_TURN = 64
 """Reads started in one event-loop turn."""
-URGENT_STEPS = 2
-"""A run for a step this close that finds no room is cut to what fits; a later one waits."""
 
 
 class KnownFutureCache:
@@ -135,8 +135,9 @@ class KnownFutureCache:
                 "disk_dir and disk_bytes go together (a folder and a bound >= 1) but got "
                 f"disk_dir={disk_dir!r}, disk_bytes={disk_bytes}"
             )
-        self.memory = MemoryTier(self.max_bytes, policy)
-        self.disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy)
+        span = max(1, self.lookahead_steps // 2)  # next uses that rank alike (see _policy)
+        self.memory = MemoryTier(self.max_bytes, policy, span)
+        self.disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy, span)
         self._source: RangeSource | None = None
         self._versions: dict[str, str] = {}
         self._plans = Plans()  # one plan per stream it serves
@@ -193,12 +194,11 @@ class KnownFutureCache:
         already held are kept. It computes the plan's first window; later windows are
         computed in worker threads while batches are read. With ``stop_step`` (the stream's
         end) nothing past it is planned or read ahead, and the plan is removed once its
-        last step is read; the stream is then expected back (the first window of its next
-        pass, from ``stop_step`` on, ranks what it reads while other streams share the
-        cache) until ``unplan`` or a stream never seen before starts. Several streams
-        (training and evaluation) each keep their own plan: ``stream`` (default
-        ``(id(sampler), seed)``) replaces only its own. Returns the stream's key, for
-        ``unplan``.
+        last step is read; the stream is then expected back (the first horizon of its next
+        pass, from ``stop_step`` on, ranks what it reads) until ``unplan`` or a stream
+        never seen before starts. Several streams (training and evaluation) each keep
+        their own plan: ``stream`` (default ``(id(sampler), seed)``) replaces only its
+        own. Returns the stream's key, for ``unplan``.
         """
         check_sampler(sampler)
         planner = HorizonPlanner(
@@ -220,7 +220,7 @@ class KnownFutureCache:
                 seed,
                 planner.stop,
                 window_steps=self.window_steps,
-                windows=1,
+                windows=self.horizon_windows,
                 slack=0,
                 stop_step=2 * planner.stop - planner.start,
             )
@@ -540,36 +540,38 @@ class KnownFutureCache:
         Each sample this step misses, then each one the next ``lookahead_steps`` steps
         need, brings the run of its shard's neighbours that its epoch needs within
         ``fill_steps`` steps (one range read). Read-ahead is held in the memory tier's bound
-        until its step uses it, so it is never evicted or dropped before use; it takes
-        room only from entries its epoch no longer needs (evicting those the plan needs
-        furthest first). A run that finds no room waits for a later step, unless its step is
-        at most ``URGENT_STEPS`` away: then it is halved around its sample until it fits.
-        Chosen samples are marked on their way at once (``chosen``), and the
-        choice yields to the event loop every ``YIELD_SECONDS``. Steps are ``stream``'s;
-        next uses are on the cache's clock (``stream.time``).
+        until its step uses it, so it is never evicted or dropped before use. What room a
+        run may take is decided in ``_room``: spare room ahead of need (a run without it
+        waits for a later step), and at need (``URGENT_STEPS``) the run's part needed soon
+        may evict entries needed after it. Chosen samples are marked on their way at once
+        (``chosen``), and the choice yields to the event loop every ``YIELD_SECONDS``.
+        Steps are ``stream``'s; next uses are on the cache's clock (``stream.time``).
         """
         budget = ReadBudget(self.readahead_bytes - self.memory.reserved)
         planner = stream.planner
+        soon = stream.time(step + self.lookahead_steps)
 
         def free(unit: int) -> bool:
             return not self._holds(unit) and unit not in self._pending and unit not in need
 
-        def room(run: list[int], later: int) -> bool:
-            sizes = [_size(source, u) for u in run]
-            if not budget.take_all(sizes):
-                return False
-            if self._make_room(sum(sizes), later, stream, *writes):
-                return True
-            budget.give_back(sum(sizes))
-            return False
+        def make_room(size: int, later: int, wanted: int) -> bool:
+            return self._make_room(size, later, stream, *writes, wanted=wanted)
 
-        async def choose(run: list[int]) -> None:
-            for member in run:
+        taker = RunTaker(
+            (step, soon),
+            free,
+            functools.partial(_size, source),
+            functools.partial(self._plans.next_use, passes=False),
+            make_room,
+            budget,
+        )
+
+        async def choose(members: list[int], anchor: int) -> None:
+            for member in members:  # their room is made (see RunTaker)
                 size = _size(source, member)
                 if size and free(member):  # an empty sample needs no read
                     pending = chosen[member] = self._pending[member] = Pending(size)
-                    pending.reserved = True  # room made for it (see room)
-                    pending.by = stream.key
+                    pending.reserved, pending.by, pending.run = True, stream.key, anchor
                     self._pending_bytes += size
                 else:
                     self.memory.unreserve(size, stream.key)
@@ -577,19 +579,16 @@ class KnownFutureCache:
 
         reach = step + max(self.fill_steps, self.lookahead_steps)
 
-        def limit(later: int) -> int:  # a run grows over what this epoch reads soon
-            return stream.time(min(reach, planner.epoch_end(later) - 1))
+        def limit(later: int) -> tuple[int, int]:  # a run grows over what this epoch reads
+            end = planner.epoch_end(later) - 1  # soon, and past held samples what it reads
+            return stream.time(min(reach, end)), min(soon, stream.time(end))  # very soon
 
         turn = Turn()
         for unit in sorted(need):  # a miss brings its run of neighbours needed soon
+            self._pending[unit].run = unit
             run = await self._run(source, unit, limit(step), free, turn)
-            run = [u for u in run if u != unit and free(u)]  # others may have chosen some
-            run = _fitting(run, run[0], functools.partial(room, later=step)) if run else []
-            if run:
-                await choose(run)
-            await turn.pause_if_due()
-        last = min(step + 1 + self.lookahead_steps, planner.planned_until)
-        for later in range(step + 1, last):
+            await choose(taker.take(run, unit, step), unit)
+        for later in range(step + 1, min(step + 1 + self.lookahead_steps, planner.planned_until)):
             if planner.is_read(later):
                 continue  # its read is under way: what it holds it does not need again
             for unit in planner.step_indices(later).tolist():
@@ -597,16 +596,10 @@ class KnownFutureCache:
                 if not free(unit):
                     continue
                 run = await self._run(source, unit, limit(later), free, turn)
-                run = [u for u in run if free(u)]  # other reads may have chosen some
+                run = taker.take(run, unit, later)
                 if not run:
-                    continue
-                if not room(run, later):
-                    if later > step + URGENT_STEPS:
-                        return  # the rest waits for room: a later step reads it whole
-                    run = _fitting(run, unit, functools.partial(room, later=later))
-                    if not run:
-                        return
-                await choose(run)
+                    return  # the rest waits for room: a later step reads it whole
+                await choose(run, unit)
 
     def _make_room(
         self,
@@ -615,18 +608,18 @@ class KnownFutureCache:
         stream: PlannedStream,
         deletes: list[Path],
         writes: _Writes,
+        *,
+        wanted: int,
     ) -> bool:
         """Reserve ``size`` bytes in memory to read ahead for step ``step``; False if not.
 
-        Only entries that ``step``'s epoch no longer needs are evicted (they move to disk
-        if it admits them): those the plan reads next in a later epoch, and those it does
-        not read again that a step of this epoch already used.
+        Only entries needed after ``wanted`` are evicted (they move to disk if it admits
+        them), furthest first, and of those that no plan reads again only the ones a step
+        of ``step``'s epoch already used (an older one may be needed beyond the horizon).
         """
         planner = stream.planner
-        end = stream.time(planner.epoch_end(step))
-        victims = self.memory.room_for(
-            size, end - 1, end - planner.steps_per_epoch, self._sharing(stream.key)
-        )
+        since = stream.time(planner.epoch_end(step) - planner.steps_per_epoch)
+        victims = self.memory.room_for(size, wanted, since, self._sharing(stream.key))
         if victims is None:
             return False
         self._evict_from_memory(victims, deletes, writes)
@@ -642,34 +635,29 @@ class KnownFutureCache:
                 self._to_disk(victim, moved, self._next_use(victim), deletes, writes, owner)
 
     async def _run(
-        self, source: RangeSource, unit: int, limit: int, free: Any, turn: Turn
+        self, source: RangeSource, unit: int, limits: tuple[int, int], free: Any, turn: Turn
     ) -> list[int]:
-        """``unit`` and its neighbours in its shard that are free and needed by ``limit``."""
-        key, start, end = source.span_of(unit)
+        """``unit``'s run in its shard (see ``_room.grow_run``): neighbours free and needed by
+        ``limits[0]``, and past samples held those needed by ``limits[1]``."""
 
-        def joins(other: int) -> tuple[int, int] | None:
-            if not 0 <= other < len(source) or not free(other):
-                return None
-            other_key, begin, stop = source.span_of(other)
-            if other_key != key or self._plans.next_use(other, passes=False) > limit:
-                return None
-            return begin, stop
+        def wanted(other: int) -> int:
+            return self._plans.next_use(other, passes=False) if free(other) else NEVER
 
-        low = high = unit
-        while (span := joins(low - 1)) is not None and end - span[0] <= self.max_request_bytes:
-            start, low = span[0], low - 1
-            await turn.pause_if_due()
-        while (span := joins(high + 1)) is not None and span[1] - start <= self.max_request_bytes:
-            end, high = span[1], high + 1
-            await turn.pause_if_due()
-        return list(range(low, high + 1))
+        def held(other: int) -> bool:
+            return self._holds(other) and other not in self._pending
+
+        shape = Shape(source.span_of, len(source), self.coalesce_gap, self.max_request_bytes)
+        return await grow_run(unit, shape, wanted, held, limits, turn)
 
     # -- fetching ---------------------------------------------------------------------
 
     async def _ranges(
-        self, source: RangeSource, units: list[int]
+        self, source: RangeSource, owned: dict[int, Pending]
     ) -> list[tuple[ByteRange, list[int]]]:
-        """Runs of ``units`` merged into requests: only non-sample bytes between them."""
+        """The samples ``owned`` merged into requests across gaps of at most ``coalesce_gap``
+        bytes that hold no sample, or (within one run chosen to be read) only samples held:
+        their bytes count as between."""
+        units = list(owned)
         turn = Turn()
         spans = []
         for unit in units:
@@ -685,7 +673,7 @@ class KnownFutureCache:
                     last_key == key
                     and 0 <= start - last_end <= self.coalesce_gap
                     and end - last_start <= self.max_request_bytes
-                    and not source.indices_within(key, last_end, start)
+                    and _between_ok(source, self._holds, key, last_end, start, owned, unit)
                 ):
                     merged[-1] = ((key, last_start, max(end, last_end)), [*members, unit])
                     continue
@@ -715,7 +703,6 @@ class KnownFutureCache:
         on their way."""
         demanded = set(need)
         owned = {**need, **ahead}
-        units = list(owned)
         arrived: dict[int, bytes] = {}
 
         async def read_one(item: tuple[ByteRange, list[int]]) -> None:
@@ -744,7 +731,7 @@ class KnownFutureCache:
             await gather_ordered(read_one, some)
 
         try:  # reads start TASKS_PER_TURN at a time: spawning thousands takes a while
-            ranges = await self._ranges(source, units)
+            ranges = await self._ranges(source, owned)
             parts = [ranges[k : k + TASKS_PER_TURN] for k in range(0, len(ranges), TASKS_PER_TURN)]
             await gather_ordered(read_some, parts)
         finally:
@@ -817,7 +804,7 @@ class KnownFutureCache:
         if self._holds(unit):
             return
         when = self._next_use(unit)
-        victims = self.memory.room_for(len(data), when, sharing=self._sharing(by))
+        victims = self.memory.room_for(len(data), when, sharing=self._sharing(by), rival=unit)
         disk = self.disk
         if victims is not None:
             self._evict_from_memory(victims, deletes, writes)
@@ -840,7 +827,7 @@ class KnownFutureCache:
         disk = self.disk
         if disk is None or disk.degraded or unit in disk:
             return
-        victims = disk.room_for(len(data), when, sharing=self._sharing(by))
+        victims = disk.room_for(len(data), when, sharing=self._sharing(by), rival=unit)
         if victims is None:
             return
         for victim in victims:
@@ -947,19 +934,24 @@ class KnownFutureCache:
         )
 
 
-def _fitting(run: list[int], unit: int, room: Callable[[list[int]], bool]) -> list[int]:
-    """The longest part of ``run`` around ``unit`` that ``room`` accepts (halving it each
-    time it does not), so that a run without room for all of it is still one read."""
-    while run:
-        if room(run):
-            return run
-        if len(run) == 1:
-            return []
-        at = run.index(unit)
-        half = max(1, len(run) // 2)
-        low = min(max(0, at - half // 2), len(run) - half)
-        run = run[low : low + half]
-    return []
+def _between_ok(
+    source: RangeSource,
+    holds: Callable[[int], bool],
+    key: str,
+    start: int,
+    end: int,
+    owned: dict[int, Pending],
+    unit: int,
+) -> bool:
+    """Whether bytes ``[start, end)`` of ``key`` may be read between ``unit`` and the
+    sample of its run before it: no sample lies there, or only samples held within one
+    run."""
+    inside = source.indices_within(key, start, end)
+    if not inside:
+        return True
+    run = owned[unit].run
+    before = inside[0] - 1
+    return run >= 0 and before in owned and owned[before].run == run and all(map(holds, inside))
 
 
 def _size(source: RangeSource, unit: int) -> int:

@@ -106,8 +106,8 @@ class DiskTier(TierBook):
         ValueError: ``directory`` holds files and is not a disk tier's folder.
     """
 
-    def __init__(self, directory: Path, max_bytes: int, policy: Policy) -> None:
-        super().__init__(max_bytes, policy)
+    def __init__(self, directory: Path, max_bytes: int, policy: Policy, span: int = 1) -> None:
+        super().__init__(max_bytes, policy, span)
         self.directory = directory
         self.paths: dict[int, Path] = {}
         self.degraded = False  # an I/O error happened: no new entries (memory only)

@@ -11,10 +11,10 @@ A stream that reached its stop is expected back (the next epoch, the next evalua
 pass): it still shares the cache (``sharing``), so the entries it used keep its share of
 the room, until ``unplan`` forgets it or a stream never seen before starts (then the
 streams that ended are taken to be gone, as a loop over fresh samplers leaves them).
-While several streams share the cache, the first window of each stream's next pass (from
-its stop on, live or ended) counts as known too, placed on the stream's own clock right
-after its stop: the entries an evaluation pass reads first are ranked by its next pass,
-not as never needed again. A stream alone plans its next pass when it starts.
+The next pass of each stream with a stop (its first horizon, from its stop on, live or
+ended) counts as known too, placed on the stream's own clock right after its stop: the
+entries an evaluation pass reads first are ranked by its next pass, not as never needed
+again, and a training stream alone keeps for its next epoch what that epoch reads first.
 
 Each plan's steps are placed on the cache's clock: ``time = offset + step``. A plan that
 finds no other registered has offset 0, so one stream's times are its steps. A plan that
@@ -44,7 +44,7 @@ class PlannedStream:
         key: The stream (its sampler and seed unless the caller named it).
         planner: The stream's horizon of the plan.
         offset: ``time = offset + step``.
-        after: The first window of the stream's next pass (from its stop on), known for
+        after: The first horizon of the stream's next pass (from its stop on), known for
             ranking only (nothing is read ahead for it); None for a stream without a stop.
         extending: Set when the extension of this plan under way ends (None: none is).
     """
@@ -101,7 +101,7 @@ class Plans:
         after: HorizonPlanner | None = None,
     ) -> PlannedStream:
         """Register ``planner`` as stream ``key``'s plan (replacing its former one), with
-        ``after``, its next pass's first window.
+        ``after``, its next pass's first horizon.
 
         ``now`` is the clock's latest time read; the plan starts at the next tick, or at
         its own start step when no other stream is registered.
@@ -143,9 +143,8 @@ class Plans:
 
     def _shared(self) -> None:
         self.sharing = (*self._streams, *self._ended)
-        # every next pass counts while several streams share the cache (none while one
-        # stream has it alone: its next pass is planned when it starts)
-        streams = [*self._streams.values(), *self._ended.values()] if len(self.sharing) > 1 else []
+        # every next pass counts: the entries kept for it are chosen while this pass reads
+        streams = [*self._streams.values(), *self._ended.values()]
         self._passes = [(s, s.after) for s in streams if s.after is not None]
 
     def get(self, key: Hashable) -> PlannedStream | None:
@@ -159,9 +158,9 @@ class Plans:
     def next_use(self, unit: int, *, passes: bool = True) -> int:
         """The soonest time any plan reads ``unit`` again, or ``NEVER``.
 
-        While several streams share the cache, each stream's next pass counts too (its
-        first window, from its stop on: a stream that ended is expected back), unless
-        ``passes`` is False (what to read ahead: only the plans' own steps).
+        Each stream's next pass counts too (its first horizon, from its stop on: a stream
+        that ended is expected back), unless ``passes`` is False (what to read ahead: only
+        the plans' own steps).
         """
         soonest = NEVER
         for stream in self._streams.values():

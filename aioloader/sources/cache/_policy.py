@@ -51,6 +51,12 @@ class EvictionOrder:
     entries that the epoch still needs stay. Those entries are kept per owner (the stream
     that used them last, ``used(..., by=)``), so that ``pop_victims`` can spare another
     stream's share. LRU ranks by the time of ``push``.
+
+    With ``span`` > 1, Belady ranks next uses within one span of steps alike and, among
+    them, evicts the highest dataset index first: what goes is a contiguous run of a
+    shard and what stays is kept whole, so that what is missing is read in few requests
+    (a sample-exact order evicts the samples a group reads last from each of its shards,
+    and leaves holes that cost a request each).
     """
 
     __slots__ = (
@@ -62,11 +68,13 @@ class EvictionOrder:
         "_policy",
         "_restore",
         "_seq",
+        "_span",
         "_stamp",
     )
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, span: int = 1) -> None:
         self._policy = policy
+        self._span = span  # Belady: next uses within one span of steps rank alike
         self._heap: list[tuple[int, int, int]] = []  # LRU: all; Belady: known next uses
         self._beyond: dict[Hashable, list[tuple[int, int]]] = {}  # Belady, NEVER: per owner
         self._items = 0  # items in every heap, stale ones included
@@ -100,6 +108,8 @@ class EvictionOrder:
         seq = next(self._seq)
         if self._policy == "belady":  # furthest first; among equals, the latest used first
             rank, seq = -next_use, -self._stamp.setdefault(unit, -1)
+            if self._span > 1 and next_use != NEVER:  # a span's: the highest sample first
+                rank, seq = -(next_use - next_use % self._span), -unit
         else:
             rank = seq
         self._live[unit] = (rank, seq)
@@ -131,8 +141,12 @@ class EvictionOrder:
         used_since: int | None = None,
         others: Mapping[Hashable, int] | None = None,
         under: int = 0,
+        rival: int | None = None,
     ) -> list[int] | None:
         """Units to evict to free ``needed`` bytes, each needed after ``wanted``; None if not.
+
+        With a span, ``rival`` (the sample that wants the room, needed at ``wanted``) also
+        evicts an entry of its own span with a higher dataset index.
 
         With ``used_since``, an entry the known plan does not read again qualifies only if
         it was used at that step or later (an older one may still be needed beyond what
@@ -147,7 +161,7 @@ class EvictionOrder:
         victims: list[int] = []
         freed = 0
         while freed < needed:
-            unit = self._next_victim(wanted, used_since, excess, under > 0)
+            unit = self._next_victim(wanted, used_since, excess, under > 0, rival)
             if unit is None:
                 for victim in victims:
                     self._live[victim] = self._restore.pop(victim)
@@ -164,7 +178,12 @@ class EvictionOrder:
         return victims
 
     def _next_victim(
-        self, wanted: int, used_since: int | None, excess: dict[Hashable, int], fair: bool
+        self,
+        wanted: int,
+        used_since: int | None,
+        excess: dict[Hashable, int],
+        fair: bool,
+        rival: int | None = None,
     ) -> int | None:
         """The next entry to evict, or None when the next in line may not go."""
         if self._policy != "belady":
@@ -189,8 +208,10 @@ class EvictionOrder:
                 return unit
             return None  # used before ``used_since``: the plan may still need it
         top = self._top()
-        if top is None or top[1] <= wanted:
+        if top is None or top[1] < wanted - wanted % self._span:
             return None
+        if top[1] <= wanted and (self._span == 1 or rival is None or top[0] <= rival):
+            return None  # needed as soon (a span: and not after ``rival`` in its shard)
         return top[0]
 
     def _place(self, unit: int) -> None:

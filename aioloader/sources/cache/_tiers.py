@@ -19,10 +19,10 @@ class TierBook:
     used last and of the room reserved for it (None: no stream), for ``room_for``'s shares.
     """
 
-    def __init__(self, max_bytes: int, policy: Policy) -> None:
+    def __init__(self, max_bytes: int, policy: Policy, span: int = 1) -> None:
         self.max_bytes = max_bytes
         self.sizes: dict[int, int] = {}
-        self.order = EvictionOrder(policy)
+        self.order = EvictionOrder(policy, span)
         self.bytes = self.peak = self.evicted_bytes = self.evictions = 0
         self.reserved = 0
         self.held: dict[Hashable, int] = {}
@@ -43,17 +43,19 @@ class TierBook:
         wanted: int,
         used_since: int | None = None,
         sharing: Sharing | None = None,
+        rival: int | None = None,
     ) -> list[int] | None:
         """Victims to evict so that ``size`` more bytes fit, each needed after ``wanted``
         (see ``EvictionOrder.pop_victims`` for ``used_since``). With ``sharing``, each
-        other stream keeps its entries beyond the plans up to its share of the bound."""
+        other stream keeps its entries beyond the plans up to its share of the bound.
+        ``rival``: the sample that wants the room (see ``EvictionOrder.pop_victims``)."""
         if size > self.max_bytes:
             return None
         over = self.bytes + self.reserved + size - self.max_bytes
         if over <= 0:
             return []
         if sharing is None or len(sharing.streams) < 2:
-            return self.order.pop_victims(over, wanted, self.sizes, used_since)
+            return self.order.pop_victims(over, wanted, self.sizes, used_since, rival=rival)
         share = self.max_bytes // len(sharing.streams)
         others = {
             stream: self.held.get(stream, 0) - share
@@ -61,7 +63,7 @@ class TierBook:
             if stream != sharing.reader
         }
         under = 0 if sharing.reader is None else share - self.held.get(sharing.reader, 0) - size
-        return self.order.pop_victims(over, wanted, self.sizes, used_since, others, under)
+        return self.order.pop_victims(over, wanted, self.sizes, used_since, others, under, rival)
 
     def add(self, unit: int, size: int) -> None:
         """Count ``unit``'s ``size`` bytes (call ``room_for`` first)."""
@@ -119,8 +121,8 @@ class TierBook:
 class MemoryTier(TierBook):
     """Entries held as ``bytes`` in this process."""
 
-    def __init__(self, max_bytes: int, policy: Policy) -> None:
-        super().__init__(max_bytes, policy)
+    def __init__(self, max_bytes: int, policy: Policy, span: int = 1) -> None:
+        super().__init__(max_bytes, policy, span)
         self.data: dict[int, bytes] = {}
 
     def put(self, unit: int, data: bytes) -> None:

@@ -18,7 +18,7 @@ YIELD_SECONDS = 0.002
 class Pending:
     """A sample on its way: waiters get its bytes, or None when its read failed."""
 
-    __slots__ = ("_event", "by", "data", "done", "reserved", "size", "waiters")
+    __slots__ = ("_event", "by", "data", "done", "reserved", "run", "size", "waiters")
 
     def __init__(self, size: int) -> None:
         self._event: anyio.Event | None = None  # made for the first waiter only: cheap
@@ -28,6 +28,7 @@ class Pending:
         self.waiters = 0
         self.reserved = False  # read ahead: its room is reserved in the memory tier
         self.by: Hashable = None  # the stream it is read ahead for
+        self.run = -1  # the sample whose run it is read with (-1: none)
 
     async def wait(self) -> None:
         """Wait until the read ends (``data`` is then the bytes, or None if it failed)."""

@@ -85,6 +85,8 @@ class Epochs:
     fetched_twice_unused: int
     fetched_twice_in_an_epoch: int
     batches: list[list[bytes]]
+    used: list[int]  # the cache's bytes_used in each epoch (each fetch for a use)
+    between: list[int]  # the cache's bytes_between in each epoch (headers, samples held)
 
 
 def run_epochs(
@@ -101,7 +103,8 @@ def run_epochs(
     ``per_epoch`` plans each epoch on its own, as the loader does for ``async for batch in
     loader`` (one stream an epoch); else one plan spans every epoch (one long stream). A
     sample counts as fetched twice unused when two reads carry it with no batch using it
-    in between, and as fetched twice in an epoch when two reads of one epoch carry it.
+    in between, and as fetched twice in an epoch when two reads of one epoch carry it
+    (a run that passes over samples held carries them too: ``between`` counts those).
     Each epoch runs in ``anyio.run`` on ``backend`` (``"asyncio"`` or ``"trio"``).
     """
     steps = sampler.steps_per_epoch
@@ -109,7 +112,7 @@ def run_epochs(
         source.plan_reads(sampler, SEED, start)
     events: dict[int, list[str]] = {}
     twice_in_an_epoch = 0
-    requests, fetched, batches = [], [], []
+    requests, fetched, batches, used, between = [], [], [], [], []
 
     async def epoch(first: int) -> None:
         for g in range(first, first + steps):
@@ -128,7 +131,10 @@ def run_epochs(
         if source.cache is not None and per_epoch:
             source.plan_reads(sampler, SEED, first, first + steps)
         before = len(source.log)
+        counted = _counts(source)
         anyio.run(epoch, first, backend=backend)
+        used.append(_counts(source)[0] - counted[0])
+        between.append(_counts(source)[1] - counted[1])
         requests.append(len(source.log) - before)
         fetched.append(sum(end - begin for _, begin, end in source.log[before:]))
         carried = Counter(
@@ -138,7 +144,15 @@ def run_epochs(
         )
         twice_in_an_epoch += sum(1 for count in carried.values() if count > 1)
     twice = sum(1 for ev in events.values() for a, b in itertools.pairwise(ev) if a == b == "fetch")
-    return Epochs(requests, fetched, twice, twice_in_an_epoch, batches)
+    return Epochs(requests, fetched, twice, twice_in_an_epoch, batches, used, between)
+
+
+def _counts(source: LoggedShards) -> tuple[int, int]:
+    """The cache's ``(bytes_used, bytes_between)`` now (zeros without a cache)."""
+    if source.cache is None:
+        return 0, 0
+    stats = source.cache.statistics()
+    return stats.bytes_used, stats.bytes_between
 
 
 def expected_batches(want: Sequence[bytes], sampler: Any, steps: range) -> list[list[bytes]]:

@@ -96,7 +96,7 @@ def test_a_stream_that_ended_is_expected_back_until_a_new_stream_or_forget() -> 
     plans = Plans()
     train = plans.add("train", _planner(8), -1, _next_pass(8))
     assert plans.sharing == ("train",)
-    assert plans.next_use(3) == NEVER  # alone, its next pass does not count
+    assert plans.next_use(3) == 8  # its next pass reads it first (step 8, offset 0)
     evaluate = plans.add("eval", _planner(4), 7, _next_pass(4))
     assert plans.sharing == ("train", "eval")
     assert plans.next_use(3) == 8  # train's next pass reads it first (step 8, offset 0)
