@@ -2,7 +2,7 @@
 
 The same JPEGs, rows and checks as W6 (``w6_object_storage``), written as tars of 64 MB
 (one sample more at most; the last shard holds what is left), LitData chunks and MDS shards
-of 64 MB (64,000,000 bytes, LitData's "64MB"): 5 shards of each for 4,096 images. The
+of 64 MB (64,000,000 bytes, LitData's "64MB"): 4 shards of each for 4,096 images. The
 +20 ms path only, and the rows whose index is saved beforehand; its own table and targets.
 """
 
@@ -19,7 +19,7 @@ NAME = "W6L"
 OPT_IN = True  # minutes; LitData and Mosaic installed by hand
 SHARD_BYTES = 64_000_000
 TITLE = (
-    "W6 with shards of 64 MB in every format (5 for 4,096 JPEGs): tars, "
+    "W6 with shards of 64 MB in every format (4 for 4,096 JPEGs): tars, "
     "LitData chunks, MDS shards; +20 ms per request; cold epoch"
 )
 NOTES = [
@@ -32,7 +32,7 @@ NOTES = [
 
 
 def config(quick: bool) -> w6.W6Config:
-    """W6L's settings (quick: 512 images in 5 shards of 8 MB)."""
+    """W6L's settings (quick: 512 images in 4 shards of 8 MB)."""
     size = 8_000_000 if quick else SHARD_BYTES
     images = 512 if quick else 4096
     return w6.W6Config(
