@@ -722,7 +722,7 @@ class KnownFutureCache:
                 owned[unit].data = piece
                 if unit in demanded:
                     found[unit] = piece
-            tally.bytes_between += len(data) - carried  # headers between the samples
+            tally.bytes_between += len(data) - carried  # headers, samples held passed over
 
         deletes: list[Path] = []
         writes: _Writes = []

@@ -25,7 +25,8 @@ class CacheStatistics:
         bytes_fetched: Bytes those reads returned.
         bytes_used: Fetched bytes that a batch used (counted once per fetch).
         bytes_unused: Fetched bytes never used: ``bytes_between + bytes_dropped``.
-        bytes_between: Non-sample bytes inside range reads (tar headers between samples).
+        bytes_between: Bytes inside range reads that no batch used from them: tar headers
+            between samples, and samples held that a run passed over.
         bytes_dropped: Samples read ahead and dropped unused: their plan was replaced
             (a new stream) or another read brought them first. Read-ahead holds its room
             until use, so a plan that runs its course drops nothing.
