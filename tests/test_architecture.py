@@ -28,7 +28,7 @@ LINTED = [
 # layers, never a unit of its own layer or of a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_compat", "_errors", "_event_loops"),  # no domain: versions, errors, event loops
-    ("_files", "_progress"),  # no domain: files in pieces (on each event loop), progress
+    ("_files", "_progress", "_ordered"),  # no domain: files in pieces, progress, ordered map
     ("core",),  # pure: rng, samplers, plans, collation, pool
     ("_protocols", "kernels"),  # kernels: compiling, caching, choosing the batch kernels
     ("engine", "sources", "datasets"),

@@ -1,10 +1,11 @@
-"""The reorder window: an ordered concurrent map bounded in items and in bytes.
+"""The reorder window: the ordered map (``aioloader._ordered``) bounded in bytes as well.
 
 Ingestion fetches many inputs at once, and they finish in any order; shards must still
 take them in input order. Finished results wait in the window until every earlier one
 has been handed on. Two bounds keep that wait finite:
 
-- ``max_items``: inputs started and not yet handed on (in flight or waiting);
+- ``max_items``: inputs started and not yet handed on (in flight or waiting): the map's
+  ``limit``;
 - ``max_bytes``: bytes of finished results waiting behind an earlier, unfinished one
   (``held_bytes``; ``peak_bytes`` is its maximum). A result whose bytes do not fit waits
   to enter (its worker pauses), and no new input starts while one waits or the window is
@@ -18,13 +19,13 @@ window filled (results finished while others took the last bytes).
 
 from __future__ import annotations
 
-import contextlib
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-import anyio
 from anyio.abc import TaskGroup
+
+from .._ordered import OrderedMap, Slot
+from ..core import positive
 
 __all__ = ("ReorderWindow",)
 
@@ -32,17 +33,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class _Slot:
-    __slots__ = ("counted", "done", "error", "value")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.value: Any = None
-        self.error: Exception | None = None
-        self.counted = 0
-
-
-class ReorderWindow(Generic[T, R]):
+class ReorderWindow(OrderedMap[T, R], Generic[T, R]):
     """Maps ``fn`` over inputs concurrently and hands results on in input order.
 
     Args:
@@ -60,142 +51,43 @@ class ReorderWindow(Generic[T, R]):
         max_bytes: int,
         size_of: Callable[[R], int],
     ) -> None:
-        for name, value in (("max_items", max_items), ("max_bytes", max_bytes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1 but got {value!r}")
-        self._fn = fn
-        self.max_items = max_items
-        self.max_bytes = max_bytes
+        super().__init__(fn, positive("max_items", max_items))
+        self.max_items = self.limit
+        self.max_bytes = positive("max_bytes", max_bytes)
         self._size_of = size_of
-        self._slots: deque[_Slot] = deque()
-        self._changed = anyio.Event()
-        self._waiting = 0
+        self._waiting = 0  # finished results waiting for their bytes to fit
         self.held_bytes = 0
         self.peak_bytes = 0
-        self._turn = anyio.Lock()  # taken to read upstream
-        self._ended = False  # upstream is exhausted or failed
-        self._workers = self._free = 0  # worker tasks, and those not mapping an input
-        self._group: TaskGroup | None = None
 
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+    def may_start(self) -> bool:
+        """Room for an input, for its bytes, and no finished result waiting to enter."""
+        return super().may_start() and self.held_bytes < self.max_bytes and self._waiting == 0
 
-    async def _until(self, ready: Callable[[], bool]) -> None:
-        while not ready():
-            await self._changed.wait()
+    async def settle(self, slot: Slot, value: R) -> None:
+        """Count ``value``'s bytes while it waits behind an earlier input (waiting first
+        for them to fit, unless it becomes the next to hand on)."""
+        slot.value = value
+        size = self._size_of(value)
+        if self.is_next(slot):
+            return
+        if self.held_bytes + size > self.max_bytes:
+            self._waiting += 1
+            try:
+                await self.wait_until(
+                    lambda: self.is_next(slot) or self.held_bytes + size <= self.max_bytes
+                )
+            finally:
+                self._waiting -= 1
+        if not self.is_next(slot):
+            slot.held = size
+            self.held_bytes += size
+            self.peak_bytes = max(self.peak_bytes, self.held_bytes)
 
-    def _may_start(self) -> bool:
-        return (
-            len(self._slots) < self.max_items
-            and self.held_bytes < self.max_bytes
-            and self._waiting == 0
-        )
+    def handed_on(self, slot: Slot) -> None:
+        """``slot``'s bytes are no longer held here."""
+        self.held_bytes -= slot.held
 
-    async def _work(self, item: T, slot: _Slot) -> None:
-        try:
-            value = await self._fn(item)
-        except Exception as exc:
-            slot.error = exc
-        else:
-            slot.value = value
-            size = self._size_of(value)
-            if self._slots[0] is not slot:
-                if self.held_bytes + size > self.max_bytes:
-                    self._waiting += 1
-                    try:
-                        await self._until(
-                            lambda: (
-                                self._slots[0] is slot or self.held_bytes + size <= self.max_bytes
-                            )
-                        )
-                    finally:
-                        self._waiting -= 1
-                if self._slots[0] is not slot:
-                    slot.counted = size
-                    self.held_bytes += size
-                    self.peak_bytes = max(self.peak_bytes, self.held_bytes)
-        slot.done.set()
-
-    async def _worker(self, upstream: AsyncIterator[T], end: _Slot) -> None:
-        """Take the next input (one worker at a time, so slots keep input order), map it,
-        and again; a worker that takes the last free hand starts another, up to
-        ``max_items``, so the pool grows to the concurrency used and tasks are not made
-        per input."""
-        while True:
-            async with self._turn:
-                if self._ended:
-                    return
-                await self._until(self._may_start)
-                try:
-                    item = await upstream.__anext__()
-                except StopAsyncIteration:
-                    self._end(end)
-                    return
-                except Exception as exc:
-                    end.error = exc
-                    self._end(end)
-                    return
-                slot = _Slot()
-                self._slots.append(slot)
-                self._notify()
-            self._free -= 1
-            if self._free == 0 and self._workers < self.max_items:
-                self._workers += 1
-                self._free += 1
-                assert self._group is not None
-                self._group.start_soon(self._worker, upstream, end)
-            await self._work(item, slot)
-            self._free += 1
-
-    def _end(self, end: _Slot) -> None:
-        self._ended = True
-        self._slots.append(end)
-        end.done.set()
-        self._notify()
-
-    @contextlib.asynccontextmanager
-    async def open(self, upstream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[R]]:
-        """The results of ``fn`` over ``upstream``, in order; leaving cancels the rest and
-        closes ``upstream``."""
-        end = _Slot()
-        failure: Exception | None = None
-        self._slots.clear()  # a window may be opened again once the last one is left
-        self.held_bytes = 0
-        self._turn, self._ended, self._workers, self._free = anyio.Lock(), False, 1, 1
-        try:
-            async with anyio.create_task_group() as group:
-                self._group = group
-                group.start_soon(self._worker, upstream, end)
-                results = self._results(end)
-                try:
-                    yield results
-                except Exception as exc:  # raised as itself once the tasks have stopped
-                    failure = exc
-                finally:
-                    group.cancel_scope.cancel()
-                    with anyio.CancelScope(shield=True):
-                        await results.aclose()
-        finally:
-            close = getattr(upstream, "aclose", None)
-            if close is not None:
-                with anyio.CancelScope(shield=True):
-                    await close()
-        if failure is not None:
-            raise failure
-
-    async def _results(self, end: _Slot) -> AsyncGenerator[R, None]:
-        while True:
-            await self._until(lambda: bool(self._slots))
-            slot = self._slots[0]
-            await slot.done.wait()
-            if slot is end:
-                if slot.error is not None:
-                    raise slot.error
-                return
-            self._slots.popleft()
-            self.held_bytes -= slot.counted
-            self._notify()
-            if slot.error is not None:
-                raise slot.error
-            yield slot.value
+    def start(self, group: TaskGroup, upstream: AsyncIterator[T]) -> AsyncGenerator[R, None]:
+        """Start mapping ``upstream`` (a window may be opened again once the last is left)."""
+        self.held_bytes = self._waiting = 0
+        return super().start(group, upstream)

@@ -20,7 +20,9 @@ source instead of filling memory.
 Background work (concurrent ``map``, ``prefetch``) lives in a task group that ``open()``
 owns: leaving the ``async with`` block, normally or by an exception, cancels it and closes
 every stage. An exception in any stage is raised to the consumer, unwrapped, at its position
-in the stream.
+in the stream. An ordered ``map`` is the package's one ordered map (``OrderedMap``, a pool
+of worker tasks in the stream's task group); an unordered one hands results on as they
+finish, so it has its own.
 
 What a stream can promise: with ``ordered=True`` maps (the default), the same input order
 gives the same elements and the same batches, for any ``concurrency`` and any timing;
@@ -43,6 +45,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 import anyio
 from anyio.abc import TaskGroup
 
+from .._ordered import OrderedMap
 from ..core import RngStream, SampleRng, as_int, derive, positive
 
 __all__ = ("Stream",)
@@ -60,17 +63,6 @@ class _Failure:
 
     def __init__(self, error: Exception) -> None:
         self.error = error
-
-
-class _Slot:
-    """The result of one ordered map call, filled in by its worker."""
-
-    __slots__ = ("done", "error", "value")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.value: Any = None
-        self.error: Exception | None = None
 
 
 async def _aclose(iterator: Any) -> None:
@@ -123,54 +115,6 @@ async def _drain(receive: Any) -> AsyncIterator[Any]:
             if isinstance(item, _Failure):
                 raise item.error
             yield item
-
-
-def _map_ordered(
-    upstream: AsyncIterator[Any], call: Callable[[Any], Awaitable[Any]], limit: int, tg: TaskGroup
-) -> AsyncIterator[Any]:
-    send, receive = anyio.create_memory_object_stream[_Slot](limit)
-    budget = anyio.Semaphore(limit)
-
-    async def work(item: Any, slot: _Slot) -> None:
-        try:
-            slot.value = await call(item)
-        except Exception as exc:
-            slot.error = exc
-        finally:
-            slot.done.set()
-
-    async def feed() -> None:
-        async with send:
-            try:
-                while True:
-                    await budget.acquire()
-                    slot = _Slot()
-                    try:
-                        item = await upstream.__anext__()
-                    except StopAsyncIteration:
-                        return
-                    except Exception as exc:
-                        slot.error = exc
-                        slot.done.set()
-                        await _send(send, slot)
-                        return
-                    tg.start_soon(work, item, slot)
-                    if not await _send(send, slot):
-                        return
-            finally:
-                await _aclose(upstream)
-
-    async def consume() -> AsyncIterator[Any]:
-        async with receive:
-            async for slot in receive:
-                await slot.done.wait()
-                budget.release()
-                if slot.error is not None:
-                    raise slot.error
-                yield slot.value
-
-    tg.start_soon(feed)
-    return consume()
 
 
 def _map_unordered(
@@ -337,7 +281,7 @@ class Stream(Generic[T]):
         if limit == 1:
             return self._then("map", lambda up, tg: _map_inline(up, call))
         if ordered:
-            return self._then("map", lambda up, tg: _map_ordered(up, call, limit, tg))
+            return self._then("map", lambda up, tg: OrderedMap(call, limit).start(tg, up))
         return self._then("map(unordered)", lambda up, tg: _map_unordered(up, call, limit, tg))
 
     def filter(self, pred: Callable[[T], Any]) -> Stream[T]:

@@ -128,7 +128,7 @@ async def test_a_pool_of_tasks_maps_the_inputs_and_grows_only_to_the_concurrency
         got = [number async for number in results]
     assert got == list(range(500))
     assert most >= 6
-    assert window._workers <= most + 1  # tasks made: the concurrency, not 500
+    assert window.workers <= most + 1  # tasks made: the concurrency, not 500
     upstream_closed = anyio.Event()
 
     async def numbers_then_note_the_close() -> AsyncIterator[int]:
@@ -147,5 +147,5 @@ def test_bounds_must_be_positive() -> None:
     async def work(number: int) -> int:
         return number
 
-    with pytest.raises(ValueError, match="max_bytes must be an int >= 1 but got 0"):
+    with pytest.raises(ValueError, match="max_bytes must be >= 1 but got 0"):
         ReorderWindow(work, max_items=1, max_bytes=0, size_of=lambda _: 1)
