@@ -24,6 +24,7 @@ import anyio.lowlevel
 import numpy as np
 
 from .._compat import BaseExceptionGroup, add_note
+from .._ordered import Bound
 from ..core import BatchPlan
 
 BatchReader = Callable[[BatchPlan, anyio.abc.TaskGroup], Awaitable[list[Any]]]
@@ -57,63 +58,9 @@ def add_slot_note(error: BaseException, plan: BatchPlan, slot: int | None) -> No
     )
 
 
-class ReadBound:
-    """A counting bound on reads in flight for one stream, with statistics.
-
-    Taking a unit under the bound is a few integer operations (no checkpoint, no task
-    switch); only a read that finds the bound full waits for one to be returned.
-    """
-
-    __slots__ = ("_waiters", "in_flight", "limit", "peak", "total")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.in_flight = 0
-        self.peak = 0
-        self.total = 0
-        self._waiters: list[anyio.Event] = []
-
-    def try_acquire(self, count: int = 1) -> bool:
-        """Take ``count`` units if the bound allows it now (a batch may exceed it alone)."""
-        if self.in_flight and self.in_flight + count > self.limit:
-            return False
-        self.in_flight += count
-        self.total += count
-        if self.in_flight > self.peak:
-            self.peak = self.in_flight
-        return True
-
-    async def acquire(self, count: int = 1) -> None:
-        """Take ``count`` units, waiting while the bound is full."""
-        while not self.try_acquire(count):
-            event = anyio.Event()
-            self._waiters.append(event)
-            try:
-                await event.wait()
-            except BaseException:
-                if event in self._waiters:
-                    self._waiters.remove(event)
-                elif self._waiters:  # woken and cancelled: pass the wake-up on
-                    self._waiters.pop(0).set()
-                raise
-
-    def raise_limit(self, limit: int) -> None:
-        """Allow ``limit`` reads in flight (at least the current bound) and wake the waiters."""
-        self.limit = max(self.limit, limit)
-        waiters, self._waiters = self._waiters, []
-        for event in waiters:
-            event.set()
-
-    def unacquire(self) -> None:
-        """Give back a unit taken for a read that did not happen (no slot was left)."""
-        self.total -= 1
-        self.release()
-
-    def release(self, count: int = 1) -> None:
-        """Give ``count`` units back and wake one waiter."""
-        self.in_flight -= count
-        if self._waiters:
-            self._waiters.pop(0).set()
+ReadBound = Bound
+"""A stream's bound on reads in flight: the package's one counting bound (taking a unit
+under it is a few integer operations, no checkpoint; a batch may exceed it alone)."""
 
 
 # The clock of ``LoopSlice`` (tests replace it).

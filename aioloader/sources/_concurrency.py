@@ -3,95 +3,46 @@
 They work on every anyio backend. The ordered gather, the semaphore and the running-loop
 check are ``aioloader._event_loops``' (asyncio's own tasks and semaphores on asyncio, which
 cost several times less per read than anyio's portable ones), named here for the sources.
+``SharedLimit`` is the package's one counting bound (``aioloader._ordered.Bound``), shared
+by threads and loops.
+
+``gather_ordered`` keeps its own form rather than running the package's ``OrderedMap``
+(``aioloader._ordered``), whose promises it shares (results in order, the error of the
+lowest position raised as itself, nothing left running): a batch's reads are a list known
+at once, not an iterator, and the map's worker turn costs more per read. Measured in Python
+calls (``sys.setprofile`` "call" events, coroutine resumptions included), ten batches of 32
+reads that return at once, less ten batches of 2: ``gather_ordered`` 28 calls per read on
+asyncio, the map 94; on trio 136 and 119.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Generic, TypeVar
 
 import anyio
 
 from .._event_loops import gather_ordered as gather_ordered
-from .._event_loops import loop_key, threadsafe_caller
+from .._event_loops import loop_key
 from .._event_loops import running_asyncio_loop as running_asyncio_loop
 from .._event_loops import semaphore as semaphore
+from .._ordered import Bound
 
 T = TypeVar("T")
 
 
-class _Waiter:
-    __slots__ = ("event", "granted", "wake")
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.wake = threadsafe_caller()
-        self.granted = False
-
-
-class SharedLimit:
-    """A bound on concurrent work shared by every thread and event loop using one object.
+class SharedLimit(Bound):
+    """The counting bound (``Bound``) shared by every thread and event loop using it.
 
     A source used from several threads, each running its own loop (say, one loader per
-    thread), still has at most ``limit`` requests in flight in all. Taking a free unit is
-    a lock and an integer; a waiter is woken on its own loop when a unit is handed to it.
+    thread), still has at most ``limit`` requests in flight in all; a waiter is woken on its
+    own loop when a unit is handed to it.
     """
 
-    __slots__ = ("_count", "_limit", "_lock", "_peak", "_waiters")
+    __slots__ = ()
 
     def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._count = 0
-        self._peak = 0
-        self._lock = threading.Lock()
-        self._waiters: deque[_Waiter] = deque()
-
-    @property
-    def in_use(self) -> int:
-        """Units held now."""
-        return self._count
-
-    @property
-    def peak(self) -> int:
-        """Most units ever held at once."""
-        return self._peak
-
-    async def acquire(self) -> None:
-        """Take a unit, waiting (on this loop) while all are held."""
-        with self._lock:
-            if self._count < self._limit:
-                self._count += 1
-                self._peak = max(self._peak, self._count)
-                return
-            waiter = _Waiter()
-            self._waiters.append(waiter)
-        try:
-            await waiter.event.wait()
-        except BaseException:
-            with self._lock:
-                if not waiter.granted:
-                    self._waiters.remove(waiter)
-                    raise
-            self.release()  # handed a unit while being cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        """Give a unit back, or hand it straight to the oldest waiter."""
-        with self._lock:
-            if self._waiters:
-                waiter = self._waiters.popleft()
-                waiter.granted = True
-                waiter.wake(waiter.event.set)
-                return
-            self._count -= 1
-
-    async def __aenter__(self) -> None:
-        await self.acquire()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.release()
+        super().__init__(limit, shared=True)
 
 
 async def _close_at_loop_end(
