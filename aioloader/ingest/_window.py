@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 from anyio.abc import TaskGroup
 
 from .._ordered import OrderedMap, Slot
-from ..core import positive
+from ..core import at_least
 
 __all__ = ("ReorderWindow",)
 
@@ -51,9 +51,9 @@ class ReorderWindow(OrderedMap[T, R], Generic[T, R]):
         max_bytes: int,
         size_of: Callable[[R], int],
     ) -> None:
-        super().__init__(fn, positive("max_items", max_items))
+        super().__init__(fn, at_least("max_items", max_items, 1))
         self.max_items = self.limit
-        self.max_bytes = positive("max_bytes", max_bytes)
+        self.max_bytes = at_least("max_bytes", max_bytes, 1)
         self._size_of = size_of
         self._waiting = 0  # finished results waiting for their bytes to fit
         self.held_bytes = 0

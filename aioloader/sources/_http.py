@@ -47,8 +47,9 @@ from urllib.parse import urljoin, urlsplit
 
 import anyio
 
-from ..core import positive
-from ._concurrency import PerLoop, semaphore
+from .._ordered import Bound
+from ..core import at_least, instance_not_bool, positive
+from ._concurrency import PerLoop
 from ._http_clients import CLIENTS, ClientAdapter, ClientSettings, make_client
 from ._http_policy import AddressPolicy, as_policy
 from ._http_result import FailureReason, FetchResult, HttpStatistics, retry_after
@@ -68,17 +69,40 @@ clock = time.monotonic
 def _timeout(name: str, value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a number > 0 or None but got {value!r}")
+    rule = "a number > 0 or None"
+    if not instance_not_bool(name, value, (int, float), rule) > 0:
+        raise ValueError(f"{name} must be {rule} but got {value!r}")
+    return float(value)
+
+
+def _content_types(value: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The accepted media types, lowercased (None accepts any)."""
+    if isinstance(value, str):
+        raise TypeError(
+            f"content_types must be a sequence of media types but got the str "
+            f"{value!r}; write ({value!r},)"
+        )
+    return None if value is None else tuple(t.lower() for t in value)
+
+
+def _retry_policy(retry: RetryPolicy | None) -> RetryPolicy:
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy but got {type(retry).__name__}")
+    return retry or RetryPolicy(max_attempts=3, initial_backoff=0.5, max_backoff=10.0)
+
+
+def _max_retry_after(value: Any) -> float:
+    if not (isinstance(value, (int, float)) and 0 <= value < 1e9):
+        raise ValueError(f"max_retry_after must be a number >= 0 but got {value!r}")
     return float(value)
 
 
 class _HostSlots:
-    """One semaphore per host with a request in flight or waiting; idle hosts are dropped."""
+    """One bound per host with a request in flight or waiting; idle hosts are dropped."""
 
     def __init__(self, per_host: int) -> None:
         self._per_host = per_host
-        self._slots: dict[str, list[Any]] = {}  # host -> [semaphore, holders and waiters]
+        self._slots: dict[str, list[Any]] = {}  # host -> [bound, holders and waiters]
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -87,7 +111,7 @@ class _HostSlots:
     async def hold(self, host: str) -> AsyncIterator[None]:
         entry = self._slots.get(host)
         if entry is None:
-            entry = self._slots[host] = [semaphore(self._per_host), 0]
+            entry = self._slots[host] = [Bound(self._per_host), 0]
         entry[1] += 1
         try:
             async with entry[0]:
@@ -101,7 +125,7 @@ class _HostSlots:
 @dataclass
 class _LoopState:
     client: ClientAdapter
-    limit: Any
+    limit: Bound
     hosts: _HostSlots
 
 
@@ -197,26 +221,11 @@ class HttpFetcher:
             raise ValueError("min_rate_grace must be a number > 0 but got None")
         self.min_rate_grace = grace
         self.policy = as_policy(allow)
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a RetryPolicy but got {type(retry).__name__}")
-        self.retry = retry or RetryPolicy(max_attempts=3, initial_backoff=0.5, max_backoff=10.0)
+        self.retry = _retry_policy(retry)
         self.max_body_bytes = positive("max_body_bytes", max_body_bytes)
-        if isinstance(content_types, str):
-            raise TypeError(
-                f"content_types must be a sequence of media types but got the str "
-                f"{content_types!r}; write ({content_types!r},)"
-            )
-        self.content_types = (
-            None if content_types is None else tuple(t.lower() for t in content_types)
-        )
-        if isinstance(max_redirects, bool) or not isinstance(max_redirects, int):
-            raise TypeError(f"max_redirects must be an int but got {max_redirects!r}")
-        if max_redirects < 0:
-            raise ValueError(f"max_redirects must be >= 0 but got {max_redirects}")
-        self.max_redirects = max_redirects
-        if not (isinstance(max_retry_after, (int, float)) and 0 <= max_retry_after < 1e9):
-            raise ValueError(f"max_retry_after must be a number >= 0 but got {max_retry_after!r}")
-        self.max_retry_after = float(max_retry_after)
+        self.content_types = _content_types(content_types)
+        self.max_redirects = at_least("max_redirects", max_redirects, 0)
+        self.max_retry_after = _max_retry_after(max_retry_after)
         self.headers = {"user-agent": DEFAULT_USER_AGENT}
         self.headers.update({k.lower(): v for k, v in (headers or {}).items()})
         self.trust_env = bool(trust_env)
@@ -240,7 +249,7 @@ class HttpFetcher:
             policy=self.policy,
         )
         client = make_client(self.client, settings)
-        return _LoopState(client, semaphore(self.max_in_flight), _HostSlots(self.max_per_host))
+        return _LoopState(client, Bound(self.max_in_flight), _HostSlots(self.max_per_host))
 
     def statistics(self) -> HttpStatistics:
         """A snapshot of the counters."""

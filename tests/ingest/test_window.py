@@ -147,5 +147,15 @@ def test_bounds_must_be_positive() -> None:
     async def work(number: int) -> int:
         return number
 
-    with pytest.raises(ValueError, match="max_bytes must be >= 1 but got 0"):
+    with pytest.raises(ValueError, match="max_bytes must be an integer >= 1 but got 0"):
         ReorderWindow(work, max_items=1, max_bytes=0, size_of=lambda _: 1)
+
+
+def test_a_bool_bound_is_refused_by_name() -> None:
+    async def work(number: int) -> int:
+        return number
+
+    with pytest.raises(
+        TypeError, match=r"max_items must be an integer >= 1 but got a bool \(True\)"
+    ):
+        ReorderWindow(work, max_items=True, max_bytes=1, size_of=lambda _: 1)

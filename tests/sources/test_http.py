@@ -322,6 +322,14 @@ def test_bad_arguments_name_the_rule() -> None:
         HttpFetcher(max_in_flight=0)
     with pytest.raises(ValueError, match="read_timeout must be a number > 0 or None"):
         HttpFetcher(read_timeout=0)
+    with pytest.raises(
+        TypeError, match=r"read_timeout must be a number > 0 or None but got bool \(True\)"
+    ):
+        HttpFetcher(read_timeout=True)
+    with pytest.raises(TypeError, match=r"max_redirects must be an integer >= 0 but got a bool"):
+        HttpFetcher(max_redirects=True)
+    with pytest.raises(ValueError, match="max_redirects must be an integer >= 0 but got -1"):
+        HttpFetcher(max_redirects=-1)
     with pytest.raises(TypeError, match="content_types must be a sequence of media types"):
         HttpFetcher(content_types="image/")
     with pytest.raises(ValueError, match="client must be one of auto, aiohttp, httpx"):
