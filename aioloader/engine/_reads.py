@@ -261,11 +261,18 @@ class _BatchRead:
         self.done: anyio.Event | None = None
 
 
-def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
-    get_sample = dataset.get_sample
-    loop_slice = LoopSlice()
+class _AsyncReader:
+    """Reads of an async ``get_sample``: in the builder's task until one waits (module
+    docstring); ``read`` is the batch reader."""
 
-    async def run_slots(batch: _BatchRead) -> None:
+    __slots__ = ("_bound", "_get_sample", "_loop_slice")
+
+    def __init__(self, dataset: Any, bound: ReadBound) -> None:
+        self._get_sample = dataset.get_sample
+        self._loop_slice = LoopSlice()
+        self._bound = bound
+
+    async def run_slots(self, batch: _BatchRead) -> None:
         """Read the next free slots one after the other, in this task, until none is left.
 
         A read that completes without waiting costs a coroutine and nothing else. When a
@@ -274,6 +281,7 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
         number the reads in flight; with reads that wait briefly, a few suffice. Reads
         that do not wait give the loop its turn every ``LoopSlice`` of them.
         """
+        get_sample, loop_slice, bound = self._get_sample, self._loop_slice, self._bound
         indices = batch.indices
         samples = batch.samples
         count = len(indices)
@@ -313,7 +321,7 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
                     batch.waiting += 1
                     if batch.waiting == batch.runners and batch.next_slot < count:
                         batch.runners += 1
-                        batch.group.start_soon(spawned_runner, batch)
+                        batch.group.start_soon(self.spawned_runner, batch)
                     turn = loop_slice.turn
                     try:
                         samples[slot] = await _resume(coro, yielded)
@@ -328,22 +336,23 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
             if holding:
                 bound.release()
 
-    async def spawned_runner(batch: _BatchRead) -> None:
+    async def spawned_runner(self, batch: _BatchRead) -> None:
+        """A runner started when every other runner of ``batch`` waits."""
         try:
-            await run_slots(batch)
+            await self.run_slots(batch)
         finally:
             batch.runners -= 1
             if batch.runners == 0 and batch.done is not None:
                 batch.done.set()
 
-    async def read(plan: BatchPlan, group: anyio.abc.TaskGroup) -> list[Any]:
+    async def read(self, plan: BatchPlan, group: anyio.abc.TaskGroup) -> list[Any]:
         """Read ``plan``'s samples; runners that a waiting read starts go into ``group``.
 
         ``group`` is the builder's own long-lived task group, entered before any read
         starts, so a read that waits stays inside the same cancel scopes from start to end.
         """
         batch = _BatchRead(plan, group)
-        await run_slots(batch)
+        await self.run_slots(batch)
         batch.runners -= 1
         if batch.runners:
             batch.done = anyio.Event()
@@ -352,7 +361,9 @@ def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
             raise batch.errors[min(batch.errors)]
         return batch.samples
 
-    return read
+
+def _async_reader(dataset: Any, bound: ReadBound) -> BatchReader:
+    return _AsyncReader(dataset, bound).read
 
 
 # -- sync get_sample / __getitem__ --------------------------------------------------------------

@@ -28,7 +28,7 @@ from ._autotune import AutoTuner
 from ._bad_samples import StepRepairs
 from ._build import TRANSFORM_SLOT, build_batch
 from ._config import LoaderConfig, LoaderCounters
-from ._feed import StepFeed, feed_starter
+from ._feed import StepFeed, StepStarter, feed_starter
 from ._plans import PlanAhead
 from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, add_slot_note, make_batch_reader, make_sample_reader
@@ -238,23 +238,7 @@ class StreamWork(Generic[BatchT]):
                 if tuned:  # threads that the tuner may take down to building inline
                     self._inline = workers == 0
                     workers = max(1, workers)
-                if kernels.chosen() == "numba" and kernels.to_load():
-                    await anyio.to_thread.run_sync(kernels.load)  # before the first step
-                if config.executor == "process":  # worker processes build whole steps
-                    assert self._pool is not None
-                    self._processes = await self._pool.acquire()
-                # every part of a step off the loop: a take starts the next (engine/_feed.py)
-                starter = None
-                if tuner is None:
-                    starter = feed_starter(config, workers, self._processes)
-                if starter is None and workers > 0 and config.executor == "thread":
-                    self._threads = BuildThreads(workers)
-                self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
-                plan_reads = getattr(config.dataset, "plan_reads", None)
-                if callable(plan_reads):  # a source that reads by the plan: off the loop
-                    await anyio.to_thread.run_sync(
-                        plan_reads, config.sampler, config.seed, self._start, self._stop
-                    )
+                starter = await self._set_up(workers)
                 async with anyio.create_task_group() as group:
                     self._builders = group
                     if starter is None:
@@ -281,6 +265,29 @@ class StreamWork(Generic[BatchT]):
             self.counters.work_ended(self)
             assert self._ended is not None
             self._ended.set()
+
+    async def _set_up(self, workers: int) -> StepStarter | None:
+        """Load the kernels, start the executors and the reader, let the source plan its
+        reads; returns the feed's starter when every part of a step runs off the loop."""
+        config = self.config
+        if kernels.chosen() == "numba" and kernels.to_load():
+            await anyio.to_thread.run_sync(kernels.load)  # before the first step
+        if config.executor == "process":  # worker processes build whole steps
+            assert self._pool is not None
+            self._processes = await self._pool.acquire()
+        # every part of a step off the loop: a take starts the next (engine/_feed.py)
+        starter = None
+        if self.tuner is None:
+            starter = feed_starter(config, workers, self._processes)
+        if starter is None and workers > 0 and config.executor == "thread":
+            self._threads = BuildThreads(workers)
+        self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
+        plan_reads = getattr(config.dataset, "plan_reads", None)
+        if callable(plan_reads):  # a source that reads by the plan: off the loop
+            await anyio.to_thread.run_sync(
+                plan_reads, config.sampler, config.seed, self._start, self._stop
+            )
+        return starter
 
     # -- building ---------------------------------------------------------------------------
     def _add_builders(self, count: int) -> None:
