@@ -19,9 +19,6 @@ PACKAGE = ROOT / "aioloader"
 LIMIT = 60
 
 ALLOWED: dict[str, int] = {
-    "aioloader/engine/_reads.py::_async_reader": 92,
-    "aioloader/engine/_work.py::StreamWork.run": 62,
-    "aioloader/sources/_http.py::HttpFetcher.__init__": 63,
     "aioloader/sources/cache/_cache.py::KnownFutureCache._ahead_of": 68,
     "aioloader/sources/cache/_cache.py::KnownFutureCache.read": 78,
 }
