@@ -274,3 +274,27 @@ def test_argument_errors() -> None:
         Stream(5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="size must be an integer but got float"):
         stream.batch(2.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_leaving_an_ordered_map_early_leaves_no_task_running() -> None:
+    """The ordered map's workers, waiting calls included, end with the ``async with``."""
+    waiting = 0
+    all_waiting = anyio.Event()
+
+    async def slow(item: int) -> int:
+        nonlocal waiting
+        if item == 0:
+            return item
+        waiting += 1
+        if waiting == 3:
+            all_waiting.set()
+        await anyio.sleep_forever()
+        return item  # pragma: no cover
+
+    before = len(anyio.get_running_tasks())
+    async with Stream(range(100)).map(slow, concurrency=4).open() as items:
+        assert await items.__anext__() == 0
+        await all_waiting.wait()
+        assert len(anyio.get_running_tasks()) > before
+    assert len(anyio.get_running_tasks()) == before
