@@ -1,8 +1,8 @@
 """Small helpers the sources share: ordered gather, per-event-loop state, shared limits.
 
-They work on every anyio backend. The ordered gather, the semaphore and the running-loop
-check are ``aioloader._event_loops``' (asyncio's own tasks and semaphores on asyncio, which
-cost several times less per read than anyio's portable ones), named here for the sources.
+They work on every anyio backend. The ordered gather and the running-loop check are
+``aioloader._event_loops``' (asyncio's own tasks on asyncio, which cost several times less
+per read than anyio's portable ones), named here for the sources.
 ``SharedLimit`` is the package's one counting bound (``aioloader._ordered.Bound``), shared
 by threads and loops.
 
@@ -25,7 +25,6 @@ import anyio
 from .._event_loops import gather_ordered as gather_ordered
 from .._event_loops import loop_key
 from .._event_loops import running_asyncio_loop as running_asyncio_loop
-from .._event_loops import semaphore as semaphore
 from .._ordered import Bound
 
 T = TypeVar("T")

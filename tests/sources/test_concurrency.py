@@ -11,14 +11,12 @@ from aioloader.sources._concurrency import (
     PerLoop,
     gather_ordered,
     running_asyncio_loop,
-    semaphore,
 )
 
 
 @pytest.mark.asyncio
-async def test_the_running_loop_and_its_semaphore() -> None:
+async def test_the_running_loop() -> None:
     assert running_asyncio_loop() is asyncio.get_running_loop()
-    assert isinstance(semaphore(3), asyncio.Semaphore)
 
 
 def test_no_loop_outside_async_code() -> None:
