@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from ._planner import NEVER, HorizonPlanner
 from ._plans import PlannedStream, Plans
 from ._policy import Policy, ReadBudget, Sharing
 from ._ranges import ByteRange, check_coalescing
-from ._room import RunTaker, Shape, grow_run
+from ._room import RunTaker, Shape, between_held, grow_run
 from ._source import RangeSource
 from ._statistics import CacheStatistics, Tally
 from ._tiers import MemoryTier
@@ -135,9 +135,8 @@ class KnownFutureCache:
                 "disk_dir and disk_bytes go together (a folder and a bound >= 1) but got "
                 f"disk_dir={disk_dir!r}, disk_bytes={disk_bytes}"
             )
-        span = max(1, self.lookahead_steps // 2)  # next uses that rank alike (see _policy)
-        self.memory = MemoryTier(self.max_bytes, policy, span)
-        self.disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy, span)
+        spans = (max(1, self.lookahead_steps // 2), horizon)
+        self.memory, self.disk = _tiers(policy, self.max_bytes, disk_dir, disk_bytes, spans)
         self._source: RangeSource | None = None
         self._versions: dict[str, str] = {}
         self._plans = Plans()  # one plan per stream it serves
@@ -673,7 +672,7 @@ class KnownFutureCache:
                     last_key == key
                     and 0 <= start - last_end <= self.coalesce_gap
                     and end - last_start <= self.max_request_bytes
-                    and _between_ok(source, self._holds, key, last_end, start, owned, unit)
+                    and between_held(source, self._holds, (key, last_end, start), owned, unit)
                 ):
                     merged[-1] = ((key, last_start, max(end, last_end)), [*members, unit])
                     continue
@@ -827,7 +826,7 @@ class KnownFutureCache:
         disk = self.disk
         if disk is None or disk.degraded or unit in disk:
             return
-        victims = disk.room_for(len(data), when, sharing=self._sharing(by), rival=unit)
+        victims = disk.room_for(len(data), when, sharing=self._sharing(by))
         if victims is None:
             return
         for victim in victims:
@@ -934,24 +933,20 @@ class KnownFutureCache:
         )
 
 
-def _between_ok(
-    source: RangeSource,
-    holds: Callable[[int], bool],
-    key: str,
-    start: int,
-    end: int,
-    owned: dict[int, Pending],
-    unit: int,
-) -> bool:
-    """Whether bytes ``[start, end)`` of ``key`` may be read between ``unit`` and the
-    sample of its run before it: no sample lies there, or only samples held within one
-    run."""
-    inside = source.indices_within(key, start, end)
-    if not inside:
-        return True
-    run = owned[unit].run
-    before = inside[0] - 1
-    return run >= 0 and before in owned and owned[before].run == run and all(map(holds, inside))
+def _tiers(
+    policy: Policy,
+    max_bytes: int,
+    disk_dir: str | Path | None,
+    disk_bytes: int,
+    spans: tuple[int, int],
+) -> tuple[MemoryTier, DiskTier | None]:
+    """The memory tier and the disk tier (None without ``disk_dir``), with the spans of
+    steps whose next uses rank alike (see ``EvictionOrder``): half the lookahead in memory,
+    a whole horizon on disk, so that entries are not rewritten there for small gains (a
+    write and an fsync cost more than a request)."""
+    memory = MemoryTier(max_bytes, policy, spans[0])
+    disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy, spans[1])
+    return memory, disk
 
 
 def _size(source: RangeSource, unit: int) -> int:

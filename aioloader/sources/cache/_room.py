@@ -31,13 +31,15 @@ from dataclasses import dataclass
 from ._planner import NEVER
 from ._policy import ReadBudget
 from ._ranges import ByteRange
-from ._turns import Turn
+from ._source import RangeSource
+from ._turns import Pending, Turn
 
 __all__ = (
     "PASS_OVER",
     "URGENT_STEPS",
     "RunTaker",
     "Shape",
+    "between_held",
     "fitting",
     "grow_run",
     "last_use",
@@ -207,3 +209,20 @@ def fitting(run: list[int], unit: int, room: Callable[[list[int]], bool]) -> lis
         low = min(max(0, at - half // 2), len(run) - half)
         run = run[low : low + half]
     return []
+
+
+def between_held(
+    source: RangeSource,
+    holds: Callable[[int], bool],
+    gap: ByteRange,
+    owned: dict[int, Pending],
+    unit: int,
+) -> bool:
+    """Whether the bytes ``gap`` may be read between ``unit`` and the sample read before
+    it: no sample lies there, or only samples held, within one run (``Pending.run``)."""
+    inside = source.indices_within(*gap)
+    if not inside:
+        return True
+    run = owned[unit].run
+    before = inside[0] - 1
+    return run >= 0 and before in owned and owned[before].run == run and all(map(holds, inside))
