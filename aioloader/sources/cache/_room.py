@@ -18,9 +18,10 @@ and gives it back as the steps use them. The trade, decided here:
   the bytes this costs (a few per cent of the optimum: the entries of a later epoch that
   the last group's read displaces); what it buys is one request for the shard instead of
   one per sample. Halving (``fitting``) is the last resort, when even that finds no room.
-- **Contiguous entries.** The tiers rank next uses within half the lookahead alike and
-  evict a contiguous run among them (``EvictionOrder`` with a span), so what the next
-  epoch misses are whole runs, not holes.
+- **Contiguous entries.** Memory ranks next uses within half the lookahead alike and
+  evicts a contiguous run among them (``EvictionOrder`` with a span), so what the next
+  epoch misses are whole runs, not holes; the disk tier ranks a whole horizon alike, so
+  that its entries are not rewritten for small gains.
 """
 
 from __future__ import annotations
