@@ -10,7 +10,7 @@ by threads and loops.
 (``aioloader._ordered``), whose promises it shares (results in order, the error of the
 lowest position raised as itself, nothing left running): a batch's reads are a list known
 at once, not an iterator, and the map's worker turn costs more per read. Measured in Python
-calls (``sys.setprofile`` "call" events, coroutine resumptions included), ten batches of 32
+calls (``sys.setprofile`` "call" events, coroutine resumptions included), ten batches of 34
 reads that return at once, less ten batches of 2: ``gather_ordered`` 28 calls per read on
 asyncio, the map 94; on trio 136 and 119.
 """
