@@ -17,18 +17,7 @@ PACKAGE = ROOT / "aioloader"
 HOME = "core/_check.py"
 
 # Modules other changes are moving to core's checks right now; this list is to be emptied.
-CONVERTING = frozenset(
-    {
-        "engine/_processes.py",
-        "engine/_torch_form.py",
-        "ingest/_ray.py",
-        "sinks/_tar_writer.py",
-        "sources/_tar.py",
-        "sources/_http.py",
-        "ingest/_window.py",
-        "sources/cache/_ranges.py",
-    }
-)
+CONVERTING: frozenset[str] = frozenset()
 
 
 def _is_bool(kind: ast.expr) -> bool:

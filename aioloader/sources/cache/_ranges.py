@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ...core import at_least
+
 __all__ = ("ByteRange", "check_coalescing", "coalesce")
 
 ByteRange = tuple[str, int, int]
@@ -19,12 +21,7 @@ ByteRange = tuple[str, int, int]
 
 def check_coalescing(gap: Any, max_bytes: Any) -> tuple[int, int]:
     """``(coalesce_gap, max_request_bytes)`` checked: ints, gap >= 0, max_bytes >= 1."""
-    for name, value, low in (("coalesce_gap", gap, 0), ("max_request_bytes", max_bytes, 1)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int but got {value!r}")
-        if value < low:
-            raise ValueError(f"{name} must be an integer >= {low} but got {value}")
-    return int(gap), int(max_bytes)
+    return at_least("coalesce_gap", gap, 0), at_least("max_request_bytes", max_bytes, 1)
 
 
 def coalesce(ranges: Iterable[ByteRange], gap: int, max_bytes: int) -> list[ByteRange]:
