@@ -50,7 +50,7 @@ from ._planner import NEVER, HorizonPlanner
 from ._plans import PlannedStream, Plans
 from ._policy import Policy, ReadBudget, Sharing
 from ._ranges import ByteRange, check_coalescing
-from ._room import RunTaker, Shape, between_held, grow_run
+from ._room import Displaced, RunTaker, Shape, between_held, grow_run
 from ._source import RangeSource
 from ._statistics import CacheStatistics, Tally
 from ._tiers import MemoryTier
@@ -146,6 +146,7 @@ class KnownFutureCache:
         self._ahead: dict[int, tuple[bytes, float, Hashable]] = {}
         self._ahead_bytes = 0
         self._writing: dict[int, bytes] = {}  # on their way to disk: served from here
+        self._displaced = Displaced(self.memory.max_bytes)  # kept entries read-ahead evicted
         self._tally = Tally()
         self._now = -1  # the latest step a batch read was matched to: when uses happen
         self._disk_tail: anyio.Event | None = None  # the latest disk job ends when it is set
@@ -245,6 +246,7 @@ class KnownFutureCache:
         self._rerank(units, self._plans.add(key, planner, self._now, after))
 
     def _unregister(self, key: Hashable) -> bool:
+        self._displaced.forget(key)
         if not self._plans.forget(key):
             return False
         self._rerank([], None)
@@ -563,6 +565,7 @@ class KnownFutureCache:
             functools.partial(self._plans.next_use, passes=False),
             make_room,
             budget,
+            lambda: self._displaced.allows(stream.key, planner.epoch_end(step)),
         )
 
         async def choose(members: list[int], anchor: int) -> None:
@@ -621,6 +624,8 @@ class KnownFutureCache:
         victims = self.memory.room_for(size, wanted, since, self._sharing(stream.key))
         if victims is None:
             return False
+        known = sum(self.memory.sizes[v] for v in victims if self._next_use(v) < NEVER)
+        self._displaced.add(stream.key, planner.epoch_end(step), known)
         self._evict_from_memory(victims, deletes, writes)
         self.memory.reserve(size, stream.key)
         return True

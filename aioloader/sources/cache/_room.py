@@ -11,13 +11,15 @@ and gives it back as the steps use them. The trade, decided here:
   never an entry kept for a known next use: reading early never costs a hit. When that
   room is lacking, the run waits for a later step.
 - **At need, the run wins over entries needed after it.** A run for the step being read (or
-  one at most ``URGENT_STEPS`` away) that finds no spare room is cut to the samples needed
-  within ``lookahead_steps`` (``soon_part``: for a block shuffle, the whole group's part of
-  the shard), and may evict entries whose next use comes after the run's last use
-  (``last_use``), furthest first: those kept for the next epoch's late steps. Those are
-  the bytes this costs (a few per cent of the optimum: the entries of a later epoch that
-  the last group's read displaces); what it buys is one request for the shard instead of
-  one per sample. Halving (``fitting``) is the last resort, when even that finds no room.
+  one at most ``URGENT_STEPS`` away) that finds no spare room may evict entries whose next
+  use comes after the run's last use (``last_use``), furthest first: those kept for the
+  next epoch's late steps. Whole, while its epoch has displaced fewer kept bytes than the
+  memory bound (``Displaced``); else cut to the samples needed within ``lookahead_steps``
+  (``soon_part``: for a block shuffle, the whole group's part of the shard). Those are the
+  bytes this costs (a few per cent of the optimum: the entries of a later epoch that the
+  runs displace); what it buys is one request for the shard instead of one per sample (a
+  global shuffle needs few samples of a shard within the lookahead, so its cut runs are
+  short). Halving (``fitting``) is the last resort, when even that finds no room.
 - **Contiguous entries.** Memory ranks next uses within half the lookahead alike and
   evicts a contiguous run among them (``EvictionOrder`` with a span), so what the next
   epoch misses are whole runs, not holes; the disk tier ranks a whole horizon alike, so
@@ -26,7 +28,7 @@ and gives it back as the steps use them. The trade, decided here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ._planner import NEVER
@@ -37,6 +39,7 @@ from ._turns import Pending, Turn
 
 __all__ = (
     "PASS_OVER",
+    "Displaced",
     "URGENT_STEPS",
     "RunTaker",
     "Shape",
@@ -65,6 +68,8 @@ class RunTaker:
         make_room: ``make_room(size, later, wanted)`` reserves ``size`` bytes for step
             ``later``, evicting only entries needed after ``wanted``; False if it cannot.
         budget: The read-ahead cap left.
+        whole: Whether a run at need may still displace kept entries whole (see
+            ``Displaced``); else it is cut to its part needed soon first.
     """
 
     def __init__(
@@ -75,10 +80,11 @@ class RunTaker:
         next_use: Callable[[int], int],
         make_room: Callable[[int, int, int], bool],
         budget: ReadBudget,
+        whole: Callable[[], bool],
     ) -> None:
         self._step, self._soon = steps
         self._free, self._size_of, self._next_use = free, size_of, next_use
-        self._make_room, self._budget = make_room, budget
+        self._make_room, self._budget, self._whole = make_room, budget, whole
         self._taken: list[int] = []
 
     def take(self, run: list[int], unit: int, later: int) -> list[int]:
@@ -88,6 +94,8 @@ class RunTaker:
             return self._taken
         if later > self._step + URGENT_STEPS:
             return []
+        if self._whole() and self._room(run, later, last_use(run, self._use_of)):
+            return self._taken
         part = soon_part(run, unit, self._soon, self._use_of)
         fits = fitting(part, unit, lambda p: self._room(p, later, last_use(p, self._use_of)))
         return self._taken if fits else []
@@ -106,6 +114,31 @@ class RunTaker:
             return True
         self._budget.give_back(sum(sizes))
         return False
+
+
+class Displaced:
+    """Bytes of entries with a known next use that read-ahead evicted, per stream and
+    epoch: whole runs at need may displace up to ``limit`` bytes an epoch (the memory
+    bound), so that a later epoch reads at most that much again for fewer requests."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._bytes: dict[Hashable, tuple[int, int]] = {}
+
+    def allows(self, stream: Hashable, epoch: int) -> bool:
+        """Whether ``stream`` displaced less than ``limit`` bytes in epoch ``epoch``."""
+        done = self._bytes.get(stream)
+        return done is None or done[0] != epoch or done[1] < self.limit
+
+    def add(self, stream: Hashable, epoch: int, size: int) -> None:
+        """Count ``size`` bytes displaced by ``stream`` in epoch ``epoch``."""
+        done = self._bytes.get(stream)
+        before = done[1] if done is not None and done[0] == epoch else 0
+        self._bytes[stream] = (epoch, before + size)
+
+    def forget(self, stream: Hashable) -> None:
+        """``stream`` is gone."""
+        self._bytes.pop(stream, None)
 
 
 @dataclass(frozen=True)
