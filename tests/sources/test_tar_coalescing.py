@@ -49,9 +49,13 @@ def test_the_default_request_cost_is_32_kib_and_bad_values_are_named(five: Path)
     assert TarShards([five]).coalesce_gap == 32 * 1024
     with pytest.raises(ValueError, match=r"^coalesce_gap must be an integer >= 0 but got -1$"):
         TarShards([five], coalesce_gap=-1)
-    with pytest.raises(TypeError, match=r"^coalesce_gap must be an integer >= 0 but got str \('64k'\)$"):
+    with pytest.raises(
+        TypeError, match=r"^coalesce_gap must be an integer >= 0 but got str \('64k'\)$"
+    ):
         TarShards([five], coalesce_gap="64k")  # type: ignore[call-overload]
-    with pytest.raises(TypeError, match=r"^coalesce_gap must be an integer >= 0 but got a bool \(True\)$"):
+    with pytest.raises(
+        TypeError, match=r"^coalesce_gap must be an integer >= 0 but got a bool \(True\)$"
+    ):
         TarShards([five], coalesce_gap=True)
 
 
