@@ -17,7 +17,7 @@ PACKAGE = ROOT / "aioloader"
 LIMIT = 600
 
 ALLOWED: dict[str, int] = {
-    "aioloader/sources/cache/_cache.py": 974,  # the cache, being split into its parts
+    "aioloader/sources/cache/_cache.py": 966,  # the cache, being split into its parts
 }
 
 
