@@ -21,15 +21,22 @@ SHARDS, PER_SHARD, BATCH, SEED = 24, 32, 16, 7
 N = SHARDS * PER_SHARD
 
 
-def shard_blobs(shards: int = SHARDS, per_shard: int = PER_SHARD) -> list[bytes]:
-    """Tar shards of one 4-12 KB ``.bin`` member per sample (ustar: 512-byte headers)."""
-    rng = np.random.default_rng(5)
+def shard_blobs(
+    shards: int = SHARDS,
+    per_shard: int = PER_SHARD,
+    *,
+    seed: int = 5,
+    sizes: tuple[int, int] = (4000, 12000),
+) -> list[bytes]:
+    """Tar shards of one ``.bin`` member per sample, of ``sizes[0]`` to ``sizes[1]`` bytes
+    (ustar: 512-byte headers)."""
+    rng = np.random.default_rng(seed)
     blobs = []
     for s in range(shards):
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
             for i in range(per_shard):
-                data = rng.integers(0, 256, int(rng.integers(4000, 12000)), np.uint8).tobytes()
+                data = rng.integers(0, 256, int(rng.integers(*sizes)), np.uint8).tobytes()
                 info = tarfile.TarInfo(f"s{s:02d}/x{i:03d}.bin")
                 info.size = len(data)
                 archive.addfile(info, io.BytesIO(data))

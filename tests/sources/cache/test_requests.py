@@ -10,41 +10,23 @@ the cache holds at the step, never of timing.
 
 from __future__ import annotations
 
-import io
-import tarfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from aioloader.core import BlockShuffledSampler, ShuffledSampler
 from aioloader.sources._tar import TarShards
 from aioloader.sources.cache import KnownFutureCache
 from tests._support.s3 import S3Info
-from tests.sources.cache.helpers import LoggedShards, run_epochs, upload
+from tests.sources.cache.helpers import LoggedShards, run_epochs, shard_blobs, upload
 
 SHARDS, PER_SHARD, BATCH = 32, 128, 64
 GAP = 10_000
 """About four samples: what a request costs here, in bytes."""
 
 
-def _blobs() -> list[bytes]:
-    rng = np.random.default_rng(35)
-    blobs = []
-    for s in range(SHARDS):
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
-            for i in range(PER_SHARD):
-                data = rng.integers(0, 256, int(rng.integers(1000, 4000)), np.uint8).tobytes()
-                info = tarfile.TarInfo(f"s{s:02d}/x{i:03d}.bin")
-                info.size = len(data)
-                archive.addfile(info, io.BytesIO(data))
-        blobs.append(buffer.getvalue())
-    return blobs
-
-
-BLOBS = _blobs()
+BLOBS = shard_blobs(SHARDS, PER_SHARD, seed=35, sizes=(1000, 4000))
 
 
 def _sampler(kind: str) -> Any:
