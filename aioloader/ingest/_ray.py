@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .._errors import ObjectNotFoundError
-from ..core import at_least, at_least_or_none
+from ..core import at_least, at_least_or_none, instance_not_bool
 from ..sinks import (
     MANIFEST_NAME,
     Destination,
@@ -211,7 +211,7 @@ def ingest_on_ray(
     for name in ("start", "stop", "fetcher", "progress", "store"):
         if name in options:
             raise TypeError(f"ingest_on_ray() sets {name!r} itself; it must not be passed")
-    if not (isinstance(cpus_per_part, (int, float)) and cpus_per_part > 0):
+    if not instance_not_bool("cpus_per_part", cpus_per_part, (int, float), "a number > 0") > 0:
         raise ValueError(f"cpus_per_part must be a number > 0 but got {cpus_per_part!r}")
     options.setdefault("threads", max(1, math.ceil(cpus_per_part)))
     if isinstance(inputs, (str, os.PathLike)):

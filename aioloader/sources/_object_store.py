@@ -39,7 +39,7 @@ import obstore
 from .._compat import add_note
 from .._errors import ObjectNotFoundError, SourceError
 from .._event_loops import running_asyncio_loop
-from ..core import positive
+from ..core import instance_not_bool, positive
 from ._concurrency import PerLoop, SharedLimit, gather_ordered
 from ._decode import decode_bytes, decode_named, decoder_takes_key, naming_sample
 from ._local import check_index
@@ -107,8 +107,10 @@ class ObjectReader:
         retries: RetryPolicy | None = None,
     ) -> None:
         max_concurrency = positive("max_concurrency", max_concurrency)
-        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ValueError(f"timeout must be a number > 0 or None but got {timeout!r}")
+        if timeout is not None:
+            rule = "a number > 0 or None"
+            if not instance_not_bool("timeout", timeout, (int, float), rule) > 0:
+                raise ValueError(f"timeout must be {rule} but got {timeout!r}")
         if retries is not None and not isinstance(retries, RetryPolicy):
             raise TypeError(f"retries must be a RetryPolicy but got {type(retries).__name__}")
         self.store = store

@@ -183,3 +183,19 @@ def test_part_counts_are_checked_by_name(
             ["http://127.0.0.1:1/a"], tmp_path, parts=parts, inputs_per_part=inputs_per_part
         )
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("cpus", "error", "message"),
+    [
+        (True, TypeError, r"^cpus_per_part must be a number > 0 but got bool \(True\)$"),
+        ("1", TypeError, r"^cpus_per_part must be a number > 0 but got str \('1'\)$"),
+        (0, ValueError, r"^cpus_per_part must be a number > 0 but got 0$"),
+    ],
+)
+def test_cpus_per_part_is_a_number_not_a_bool(
+    tmp_path: Path, cpus: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        ingest_on_ray(["http://127.0.0.1:1/a"], tmp_path, cpus_per_part=cpus)
+    assert os.listdir(tmp_path) == []

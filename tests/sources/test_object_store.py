@@ -14,7 +14,12 @@ from obstore.store import MemoryStore
 from aioloader import ObjectNotFoundError, SourceError, takes_plan
 from aioloader._protocols import BatchedDataset
 from aioloader.sources._decode import decode_npy
-from aioloader.sources._object_store import ObjectStore, ObjectStoreStatistics, RetryPolicy
+from aioloader.sources._object_store import (
+    ObjectReader,
+    ObjectStore,
+    ObjectStoreStatistics,
+    RetryPolicy,
+)
 from tests._support.proxy import LoopbackProxy
 from tests._support.relay import LatencyRelay
 from tests._support.s3 import S3Info
@@ -241,6 +246,22 @@ def test_argument_errors() -> None:
         ObjectStore(store, ["a"], timeout=-1)
     with pytest.raises(ValueError, match=r"byte_range must be \(start, end\).*\(5, 2\)"):
         ObjectStore(store, ["a"], byte_range=(5, 2))
+
+
+def test_a_timeout_is_a_number_of_seconds_not_a_bool() -> None:
+    store = MemoryStore()
+    obstore.put(store, "a", b"")
+    with pytest.raises(
+        TypeError, match=r"^timeout must be a number > 0 or None but got bool \(True\)$"
+    ):
+        ObjectReader(store, timeout=True)
+    with pytest.raises(
+        TypeError, match=r"^timeout must be a number > 0 or None but got str \('1'\)$"
+    ):
+        ObjectStore(store, ["a"], timeout="1")  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match=r"^timeout must be a number > 0 or None but got 0$"):
+        ObjectReader(store, timeout=0)
+    assert [ObjectReader(store, timeout=t).timeout for t in (2, 0.5, None)] == [2, 0.5, None]
 
 
 async def test_empty_objects_read_as_empty(s3_server: S3Info, s3_prefix: str) -> None:
