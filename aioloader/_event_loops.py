@@ -1,18 +1,17 @@
 """The event-loop libraries: everything aioloader does one way on asyncio and another on trio.
 
 The rest of the package is written once against anyio. Where the running loop's own
-primitives cost measurably less than anyio's portable ones (events, semaphores, plain
-tasks), or a library runs on asyncio only (aiofiles; aiohttp and obstore's async API are
-chosen by their callers with ``running_asyncio_loop``), the package calls one of the
-operations below, each with its asyncio form (uvloop included) and its trio form, as anyio
-keeps its ``_backends``. No other module imports ``asyncio``, ``trio``, ``sniffio`` or
-``uvloop`` (tests/test_architecture.py checks this).
+primitives cost measurably less than anyio's portable ones (events, plain tasks), or a
+library runs on asyncio only (aiofiles; aiohttp and obstore's async API are chosen by their
+callers with ``running_asyncio_loop``), the package calls one of the operations below, each
+with its asyncio form (uvloop included) and its trio form, as anyio keeps its ``_backends``.
+No other module imports ``asyncio``, ``trio``, ``sniffio`` or ``uvloop``
+(tests/test_architecture.py checks this).
 
 - ``running_asyncio_loop``: the asyncio loop running the caller, or None (trio, or no loop).
 - ``loop_key``: an identity of the running loop, for state kept per loop.
 - ``threadsafe_caller``: call a function on the loop's thread from any thread.
 - ``loop_event_type``: the loop's own one-shot event class.
-- ``semaphore``: asyncio's own semaphore on asyncio, anyio's elsewhere.
 - ``spawn_system_task``: host a coroutine outside every task group.
 - ``gather_ordered``: calls run concurrently, results (and the first error) in order.
 - ``run_to_end``: a blocking call in a worker thread, waited for even when cancelled.
@@ -40,7 +39,6 @@ __all__ = (
     "loop_key",
     "run_to_end",
     "running_asyncio_loop",
-    "semaphore",
     "spawn_system_task",
     "threadsafe_caller",
 )
@@ -113,13 +111,6 @@ def loop_event_type() -> Callable[[], LoopEvent]:
 
         return trio.Event
     return asyncio.Event
-
-
-def semaphore(value: int) -> Any:
-    """A semaphore for the running loop: asyncio's own on asyncio, anyio's elsewhere."""
-    if running_asyncio_loop() is not None:
-        return asyncio.Semaphore(value)
-    return anyio.Semaphore(value)
 
 
 def spawn_system_task(

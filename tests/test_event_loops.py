@@ -20,7 +20,6 @@ from aioloader._event_loops import (
     loop_key,
     run_to_end,
     running_asyncio_loop,
-    semaphore,
     spawn_system_task,
     threadsafe_caller,
 )
@@ -50,17 +49,15 @@ def _library(anyio_backend: Any) -> str:
 
 
 @pytest.mark.anyio
-async def test_each_loop_gets_its_own_event_class_and_semaphore(anyio_backend: Any) -> None:
+async def test_each_loop_gets_its_own_event_class(anyio_backend: Any) -> None:
     make = loop_event_type()
     event = make()
     if _library(anyio_backend) == "trio":
         assert make is trio.Event
-        assert isinstance(semaphore(2), anyio.Semaphore)
         assert running_asyncio_loop() is None
         assert loop_key() is trio.lowlevel.current_trio_token()
     else:
         assert make is asyncio.Event
-        assert type(semaphore(2)) is asyncio.Semaphore
         assert running_asyncio_loop() is asyncio.get_running_loop()
         assert loop_key() is asyncio.get_running_loop()
     assert not event.is_set()
