@@ -25,11 +25,11 @@ from ._summary import IngestSummary
 if TYPE_CHECKING:
     from ..sources import FetchResult
 
-__all__ = ("Outcome", "Recorder", "noting")
+__all__ = ("InputOutcome", "Recorder", "noting")
 
 
 @dataclass(frozen=True)
-class Outcome:
+class InputOutcome:
     """What became of one input: its sample's fields, or a failure record."""
 
     record: InputRecord
@@ -96,7 +96,7 @@ class Recorder:
         self.resumed_from = self.writer.next_position
         self.bytes_before = self.writer.manifest.total_bytes
 
-    async def record(self, outcome: Outcome) -> None:
+    async def record(self, outcome: InputOutcome) -> None:
         """Write ``outcome`` (the next input in order), committing a full shard."""
         writer = self.writer
         digest = self.trail.add(outcome.record)

@@ -48,7 +48,7 @@ from ._identity import InputTrail, check_committed_inputs, output_settings
 from ._images import ImageOptions, process_image
 from ._inputs import InputRecord, count_inputs, jsonable, read_inputs
 from ._memory import heap_trimmer
-from ._outcomes import Outcome, Recorder, noting
+from ._outcomes import InputOutcome, Recorder, noting
 from ._summary import IngestSummary
 from ._window import ReorderWindow
 
@@ -153,28 +153,28 @@ class _Worker:
     def key(self, position: int) -> str:
         return f"{position:0{self.key_width}d}"
 
-    async def __call__(self, record: InputRecord) -> Outcome:
+    async def __call__(self, record: InputRecord) -> InputOutcome:
         key = self.key(record.position)
         result = await self.fetcher.fetch(record.url)
         extra = {"url": record.url, **record.meta}
         if result.body is None:
             reason = str(result.reason)
             failure = FailureRecord(record.position, reason, result.detail, key, extra)
-            return Outcome(record, result, None, failure)
+            return InputOutcome(record, result, None, failure)
         meta: dict[str, Any] = {"key": key, "position": record.position, **extra}
         meta.update(status=result.status, final_url=result.final_url)
         text = record.meta.get(self.text_field) if self.text_field is not None else None
         if self.image is None or not self.image.touches_pixels:
             fields = _fields({_extension(result): result.body}, meta, text)
-            return Outcome(record, result, fields, None)
+            return InputOutcome(record, result, fields, None)
         if self._threads is None:
             self._threads = BuildThreads(self._thread_count)
         try:  # the image and the sample's JSON are made in a thread: the loop only fetches
             fields = await self._threads.run(_image_fields, result.body, self.image, meta, text)
         except ValueError as exc:
             failure = FailureRecord(record.position, "decode", str(exc)[:200], key, extra)
-            return Outcome(record, result, None, failure)
-        return Outcome(record, result, fields, None)
+            return InputOutcome(record, result, None, failure)
+        return InputOutcome(record, result, fields, None)
 
     async def __aenter__(self) -> _Worker:
         return self
@@ -317,7 +317,7 @@ async def ingest(
     if progress:
         recorder.bar = await _progress_bar(inputs, stop, writer.next_position)
     reorder = ReorderWindow(
-        worker, max_items=window, max_bytes=reorder_bytes, size_of=Outcome.held_bytes
+        worker, max_items=window, max_bytes=reorder_bytes, size_of=InputOutcome.held_bytes
     )
     async with worker, writer, reorder.open(_chunked(records, stop, reading)) as outcomes:
         async for outcome in outcomes:
