@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, overload
 
 import anyio
 
@@ -22,6 +22,9 @@ from ._ring import RingStatistics
 from ._state import check_state, describe_stream, stream_fingerprint
 from ._stream import BatchStream
 from ._work import StreamWork
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SampleT = TypeVar("SampleT")
 BatchT = TypeVar("BatchT")
@@ -47,6 +50,26 @@ CONFIGURATION = frozenset(
         "autotune",
     }
 )
+
+
+class EitherFormOptions(TypedDict, total=False):
+    """The keywords that both forms of ``DataLoader`` take (documented there)."""
+
+    transform: Transform | None
+    max_inflight_reads: int
+    on_error: OnError
+
+
+class SamplerFormOptions(EitherFormOptions, total=False):
+    """The sampler form's keywords besides ``seed`` (documented on ``DataLoader``); the
+    torch form names ``workers`` and ``prefetch`` otherwise and has no place for the rest."""
+
+    workers: int | str
+    executor: str
+    persistent_workers: bool | None
+    prefetch: int | str
+    start_step: int
+    autotune: AutoTune | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,15 +189,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         collator: Collator[SampleT, BatchT] | Callable[[Sequence[SampleT]], BatchT],
         *,
         seed: int,
-        transform: Transform | None = None,
-        workers: int | str = 0,
-        executor: str = "thread",
-        persistent_workers: bool | None = None,
-        prefetch: int | str = 8,
-        max_inflight_reads: int = 64,
-        start_step: int = 0,
-        autotune: AutoTune | None = None,
-        on_error: OnError = "raise",
+        **options: Unpack[SamplerFormOptions],
     ) -> None: ...
 
     @overload
@@ -199,9 +214,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         pin_memory_device: str = "",
         in_order: bool = True,
         seed: int | None = None,
-        transform: Transform | None = None,
-        max_inflight_reads: int = 64,
-        on_error: OnError = "raise",
+        **options: Unpack[EitherFormOptions],
     ) -> None: ...
 
     def __init__(
