@@ -50,6 +50,15 @@ CONFIGURATION = frozenset(
         "autotune",
     }
 )
+COUNTED = (
+    "batches_delivered",
+    "batches_built",
+    "consumer_wait_seconds",
+    "read_seconds",
+    "build_seconds",
+    "samples_skipped",
+)
+"""The ``LoaderCounters`` that ``LoaderStatistics`` reports as they stand, by their names."""
 
 
 class EitherFormOptions(TypedDict, total=False):
@@ -463,11 +472,7 @@ class DataLoader(Generic[SampleT, BatchT]):
         peak = max((work.bound.peak for work in (*running, latest) if work), default=0)
         total = stats.reads_total + sum(work.bound.total for work in running)
         return LoaderStatistics(
-            batches_delivered=stats.batches_delivered,
-            batches_built=stats.batches_built,
-            consumer_wait_seconds=stats.consumer_wait_seconds,
-            read_seconds=stats.read_seconds,
-            build_seconds=stats.build_seconds,
+            **{name: getattr(stats, name) for name in COUNTED},
             reads_in_flight=in_flight,
             peak_reads_in_flight=peak,
             reads_total=total,
@@ -476,7 +481,6 @@ class DataLoader(Generic[SampleT, BatchT]):
             processes=self._worker_pool.statistics(),
             knobs=self._tuner.knobs if self._tuner is not None else None,
             decisions=tuple(self._tuner.decisions) if self._tuner is not None else (),
-            samples_skipped=stats.samples_skipped,
             skipped=tuple(stats.skipped),
             executor=executor,
             executor_switches=switches,

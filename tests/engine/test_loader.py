@@ -185,6 +185,24 @@ async def test_sync_dataset_is_read_in_threads() -> None:
     assert loop_thread not in readers
 
 
+def test_the_statistics_copy_the_counters_they_name() -> None:
+    from dataclasses import fields
+
+    from aioloader.engine._config import LoaderCounters
+    from aioloader.engine._loader import COUNTED, LoaderStatistics
+
+    reported = {field.name for field in fields(LoaderStatistics)}
+    assert sorted(set(COUNTED) - (reported & set(LoaderCounters.__slots__))) == []
+    assert sorted(COUNTED) == [
+        "batches_built",
+        "batches_delivered",
+        "build_seconds",
+        "consumer_wait_seconds",
+        "read_seconds",
+        "samples_skipped",
+    ]
+
+
 async def test_statistics_count_deliveries() -> None:
     loader = make_loader(workers=1, prefetch=4)
     async with loader.stream(stop=9) as batches:
