@@ -27,6 +27,7 @@ import math
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ObjectNotFoundError
@@ -77,16 +78,21 @@ class _Offset:
         yield from self.items
 
 
+@dataclass(frozen=True)
+class _Part:
+    """What one task ingests: its inputs (the file, or its slice), where it writes, and its
+    input positions ``[start, stop)``; the store and the options are the same for every part."""
+
+    inputs: Any
+    output: str
+    start: int
+    stop: int
+
+
 def _run_part(
-    inputs: Any,
-    output: str,
-    store: Any,
-    start: int,
-    stop: int,
-    fetcher_options: Mapping[str, Any],
-    options: Mapping[str, Any],
+    part: _Part, store: Any, fetcher_options: Mapping[str, Any], options: Mapping[str, Any]
 ) -> IngestSummary:
-    """One Ray task: ``ingest`` of ``[start, stop)`` into ``output`` (resumes when asked)."""
+    """One Ray task: ``ingest`` of ``part`` (it resumes where the part's manifest ends)."""
     import anyio
 
     from ..sources import HttpFetcher
@@ -95,7 +101,13 @@ def _run_part(
     async def run() -> IngestSummary:
         async with HttpFetcher(**fetcher_options) as fetcher:
             return await ingest(
-                inputs, output, store=store, start=start, stop=stop, fetcher=fetcher, **options
+                part.inputs,
+                part.output,
+                store=store,
+                start=part.start,
+                stop=part.stop,
+                fetcher=fetcher,
+                **options,
             )
 
     summary: IngestSummary = anyio.run(run)
@@ -228,11 +240,8 @@ def ingest_on_ray(
     futures = []
     for name, (start, stop) in zip(names, bounds, strict=True):
         task_inputs = inputs if items is None else _Offset(items[start:stop], start)
-        futures.append(
-            remote.remote(
-                task_inputs, _child(output, store, name), store, start, stop, fetch, options
-            )
-        )
+        part = _Part(task_inputs, _child(output, store, name), start, stop)
+        futures.append(remote.remote(part, store, fetch, options))
     summaries: list[IngestSummary] = ray.get(futures)
     described = os.fspath(inputs) if isinstance(inputs, (str, os.PathLike)) else "<iterable>"
     merged = merge_parts(
