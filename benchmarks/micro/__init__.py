@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 MODULES = (
+    "before_after",
     "bench_cache",
     "bench_collate",
     "bench_core",
