@@ -11,7 +11,8 @@ LABELS = ("before", "after")
 
 def summary(before: Sequence[float], after: Sequence[float]) -> dict[str, float | None]:
     """Each revision's median, min and max; after/before of the medians; and the min and max
-    of the ratios of each round (the two revisions' values of one round paired)."""
+    of the ratios of each round (the two revisions' values of one round paired; None where
+    a revision has fewer values)."""
     out: dict[str, float | None] = {}
     for label, values in zip(LABELS, (before, after), strict=True):
         out[label] = statistics.median(values) if values else None
@@ -19,7 +20,8 @@ def summary(before: Sequence[float], after: Sequence[float]) -> dict[str, float 
         out[f"{label}_max"] = max(values) if values else None
     low, high = out["before"], out["after"]
     out["ratio"] = high / low if low and high is not None else None
-    rounds = [a / b for b, a in zip(before, after, strict=False) if b]
+    paired = len(before) == len(after)  # else a round failed: which values pair is unknown
+    rounds = [a / b for b, a in zip(before, after, strict=False) if b] if paired else []
     out["round_ratio_min"] = min(rounds) if rounds else None
     out["round_ratio_max"] = max(rounds) if rounds else None
     return out

@@ -40,6 +40,12 @@ def test_summary_gives_medians_spreads_the_ratio_of_medians_and_the_per_round_ra
     failed = report.summary([200.0, 300.0], [])
     assert failed["before"] == 250.0
     assert (failed["after"], failed["ratio"], failed["round_ratio_min"]) == (None, None, None)
+    unpaired = report.summary([100.0, 120.0], [110.0])  # a round of "after" failed
+    assert (unpaired["ratio"], unpaired["round_ratio_min"], unpaired["round_ratio_max"]) == (
+        1.0,
+        None,
+        None,
+    )
     assert report.geometric_mean([2.0, 0.5, 1.0]) == pytest.approx(1.0, abs=1e-15)
     assert report.geometric_mean([]) is None
 
