@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
@@ -375,24 +375,18 @@ class TarShards(Generic[SampleT]):
         )
 
     def plan_reads(
-        self,
-        sampler: Any,
-        seed: int,
-        start_step: int = 0,
-        stop_step: int | None = None,
-        *,
-        stream: Hashable | None = None,
+        self, sampler: Any, seed: int, start_step: int = 0, stop_step: int | None = None
     ) -> None:
         """Tell the cache (if any) the plan: ``cache.plan(sampler, seed, start_step, stop_step)``.
 
         The loader calls it, in a worker thread, when a stream starts from ``start_step``
         (and stops before ``stop_step``, None: never); users need not. Without a cache it
         does nothing. It blocks while the plan's first window is computed. Each stream
-        keeps its own plan (``stream``, default: its sampler and seed), so a training
-        and an evaluation loader over this source share one cache.
+        keeps its own plan (its sampler and seed), so a training and an evaluation loader
+        over this source share one cache; ``cache.plan`` names a stream otherwise.
         """
         if self.cache is not None:
-            self.cache.plan(sampler, seed, start_step, stop_step, stream=stream)
+            self.cache.plan(sampler, seed, start_step, stop_step)
 
     def span_of(self, index: int) -> ByteRange:
         """``(shard, start, end)``: the bytes holding sample ``index``'s members."""

@@ -1,15 +1,19 @@
 """The known-future cache: a planner, two tiers (memory and disk) and an eviction policy.
 
-- ``_planner``: the plan's next steps as numpy arrays, a bounded horizon at a time;
-- ``_plans``: one plan per stream the cache serves, on one clock;
-- ``_turns``: a sample on its way, and turns of work that yield to the event loop;
+- ``_planner`` and ``_plans``: the plan's next steps as numpy arrays, a bounded horizon at a
+  time, one plan per stream on one clock; ``_planning`` installs, extends and forgets them;
+- ``_held``: where each sample is (the tiers, read-ahead, reads on their way): the state
+  the other parts share;
+- ``_admission``: which used sample a tier keeps, and the disk work that follows;
+- ``_readahead`` and ``_room``: what a step reads ahead, and what room a run may take;
+- ``_fetching`` and ``_ranges``: samples merged into range requests, and their coalescing;
+- ``_reading``: one batch's read through all of them;
 - ``_policy``: eviction by next use (Belady) or recency, fair shares of the room between
   streams where no plan knows the next use, and the read-ahead budget;
-- ``_tiers`` and ``_disk``: the memory tier and the disk tier (atomic, checked files, in a
-  folder it marks as its own);
-- ``_room``: what room a read-ahead run may take, and how much of a run to read;
-- ``_ranges``: byte ranges and their coalescing;
-- ``_cache``: ``KnownFutureCache``, which reads through all of them.
+- ``_tiers``, ``_disk`` and ``_disk_folder``: the memory tier and the disk tier (atomic,
+  checked files, in a folder it marks as its own);
+- ``_turns``: a sample on its way, and turns of work that yield to the event loop;
+- ``_cache``: ``KnownFutureCache``, the face that puts them together.
 
 See ``docs/object-storage.md`` for the cost model, the tiers and admission.
 """

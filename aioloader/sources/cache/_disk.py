@@ -33,13 +33,7 @@ cancellation never leaves a file open.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
-import re
-import secrets
-import socket
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -49,46 +43,27 @@ import anyio
 
 from ..._files import PIECE, open_file, read_file
 from .._concurrency import gather_ordered
+from ._disk_folder import (
+    ENTRY,
+    FOLDER,
+    TEMP,
+    claim,
+    entry_name,
+    remove_entries,
+    remove_if_abandoned,
+    shard_folder,
+    temp_for,
+    unlink,
+)
 from ._planner import NEVER
 from ._policy import Policy
 from ._tiers import TierBook
 
-__all__ = ("MARKER", "TEMP_MAX_AGE", "DiskTier", "entry_name", "shard_folder")
+__all__ = ("LOADED", "DiskTier")
 
-MARKER = ".aioloader-cache"
-"""The file that marks a folder as a disk tier's own."""
-FORMAT = "aioloader KnownFutureCache disk tier, format 2"
-"""The marker's first line."""
-TEMP_MAX_AGE = 24 * 3600.0
-"""Seconds after which a temporary file of a writer that may be alive counts as abandoned."""
 LOADED = NEVER
 """The use stamp of an entry found on disk: among entries the plan does not read again,
 those go first (their run's plan may not read them at all)."""
-
-_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"
-_FOLDER = re.compile(r"[0-9a-f]{24}")
-_ENTRY = re.compile(r"(\d+)-(\d+)-[0-9a-f]{8}")
-_TEMP = re.compile(
-    r"(?:\d+-\d+-[0-9a-f]{8}|\.aioloader-cache)"  # an entry's or the marker's
-    r"\.tmp-([0-9a-f]{8})-(\d+)-[0-9a-f]{8}"  # host, pid, random
-)
-
-
-def shard_folder(key: str, tag: str) -> str:
-    """The folder name of shard ``key`` at version ``tag``."""
-    return hashlib.sha1(f"{key}\0{tag}".encode()).hexdigest()[:24]
-
-
-def entry_name(start: int, end: int, data: bytes) -> str:
-    """The file name of bytes ``[start, end)`` holding ``data``."""
-    return f"{start}-{end}-{zlib.crc32(data):08x}"
-
-
-def temp_for(path: Path, pid: int | None = None) -> Path:
-    """A temporary name for ``path``, unique to its writer: this host, process ``pid``
-    (default: this one), and a random part."""
-    pid = os.getpid() if pid is None else pid
-    return path.with_name(f"{path.name}.tmp-{_HOST}-{pid}-{secrets.token_hex(4)}")
 
 
 class DiskTier(TierBook):
@@ -129,30 +104,30 @@ class DiskTier(TierBook):
         """
         claim(self.directory)
         for folder in sorted(self.directory.iterdir()):
-            if _TEMP.fullmatch(folder.name):
-                _remove_if_abandoned(folder)
+            if TEMP.fullmatch(folder.name):
+                remove_if_abandoned(folder)
                 continue
-            if not _FOLDER.fullmatch(folder.name) or not folder.is_dir():
+            if not FOLDER.fullmatch(folder.name) or not folder.is_dir():
                 continue  # the marker, or not ours: left alone
             key = folders.get(folder.name)
             if key is None:
-                _remove_entries(folder)  # an old version of a shard
+                remove_entries(folder)  # an old version of a shard
                 continue
             for path in sorted(folder.iterdir()):
-                if _TEMP.fullmatch(path.name):
-                    _remove_if_abandoned(path)
+                if TEMP.fullmatch(path.name):
+                    remove_if_abandoned(path)
                     continue
-                match = _ENTRY.fullmatch(path.name)
+                match = ENTRY.fullmatch(path.name)
                 if match is None:
                     continue  # not ours
                 start, end = int(match[1]), int(match[2])
                 unit = locate(key, start, end)
                 size = _size_of(path)
                 if unit is None or size is None or unit in self.sizes or size != end - start:
-                    _unlink(path)  # a stale or damaged entry
+                    unlink(path)  # a stale or damaged entry
                     continue
                 if self.bytes + size > self.max_bytes:
-                    _unlink(path)  # the bound may have shrunk since the last run
+                    unlink(path)  # the bound may have shrunk since the last run
                     continue
                 self.add(unit, size)
                 self.paths[unit] = path
@@ -177,7 +152,7 @@ class DiskTier(TierBook):
                 _flush_and_sync(handle)
             os.replace(temp, path)
         except BaseException:
-            _unlink(temp)
+            unlink(temp)
             raise
 
     @staticmethod
@@ -194,7 +169,7 @@ class DiskTier(TierBook):
             await anyio.to_thread.run_sync(os.replace, temp, path)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_unlink, temp)
+                await anyio.to_thread.run_sync(unlink, temp)
             raise
 
     @staticmethod
@@ -218,7 +193,7 @@ class DiskTier(TierBook):
     @staticmethod
     async def delete(path: Path) -> None:
         """Remove an evicted entry's file (a worker thread; gone already is fine)."""
-        await anyio.to_thread.run_sync(_unlink, path)
+        await anyio.to_thread.run_sync(unlink, path)
 
 
 async def _read(path: Path) -> bytes | None:
@@ -232,83 +207,9 @@ async def _read(path: Path) -> bytes | None:
 def _checked(path: Path, data: bytes) -> bytes | None:
     start, end, crc = path.name.split("-")
     if len(data) != int(end) - int(start) or f"{zlib.crc32(data):08x}" != crc:
-        _unlink(path)
+        unlink(path)
         return None
     return data
-
-
-def claim(directory: Path) -> None:
-    """Make ``directory`` a disk tier's folder (create and mark it), or refuse it (blocking).
-
-    Raises:
-        ValueError: It holds files and no marker of this format.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    marker = directory / MARKER
-    if _marked(marker):
-        return
-    others = sorted(p.name for p in directory.iterdir() if not _TEMP.fullmatch(p.name))
-    if others:
-        shown = ", ".join(repr(name) for name in others[:3]) + (", ..." if len(others) > 3 else "")
-        raise ValueError(
-            "disk_dir must be an empty folder or one a KnownFutureCache made (marked by its "
-            f"{MARKER!r} file, format {FORMAT!r}), since the cache deletes the files in it, "
-            f"but got {str(directory)!r}, which holds {len(others)} other entries ({shown})"
-        )
-    temp = temp_for(marker)
-    try:
-        temp.write_text(
-            f"{FORMAT}\nThis folder is managed by aioloader's KnownFutureCache: it deletes the "
-            "files in it. Delete the whole folder to clear the cache.\n"
-        )
-        os.replace(temp, marker)  # several processes may claim it at once: same content
-    finally:
-        _unlink(temp)
-
-
-def _marked(marker: Path) -> bool:
-    try:
-        with open(marker, encoding="utf-8", errors="replace") as handle:
-            return handle.readline().rstrip("\n") == FORMAT
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return False
-
-
-def _remove_if_abandoned(path: Path) -> None:
-    """Delete a temporary file whose writer is gone (see the module's docstring)."""
-    match = _TEMP.fullmatch(path.name)
-    assert match is not None
-    if match[1] == _HOST and not _alive(int(match[2])):
-        _unlink(path)
-        return
-    try:
-        age = time.time() - path.stat().st_mtime
-    except OSError:
-        return
-    if age > TEMP_MAX_AGE:
-        _unlink(path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True  # alive (another user's), or not a pid we can judge: keep its file
-    return True
-
-
-def _remove_entries(folder: Path) -> None:
-    """Delete the entries and abandoned temporary files of ``folder``, then the folder if
-    nothing else is left in it."""
-    for path in folder.iterdir():
-        if _ENTRY.fullmatch(path.name):
-            _unlink(path)
-        elif _TEMP.fullmatch(path.name):
-            _remove_if_abandoned(path)
-    with contextlib.suppress(OSError):
-        folder.rmdir()
 
 
 def _make_folder(folder: Path) -> None:
@@ -325,8 +226,3 @@ def _size_of(path: Path) -> int | None:
         return path.stat().st_size
     except OSError:
         return None
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()

@@ -165,39 +165,45 @@ async def grow_run(
     ones passed over belong to the run, and if their bytes exceed 1/``PASS_OVER`` of the
     others' the run stops at the first held sample instead.
     """
-    run = await _scan(unit, shape, wanted, held, limits, turn)
+    scan = _Scan(unit, shape, wanted, held, turn)
+    run = await scan.run(limits)
     passed = sum(_bytes(shape, u) for u in run if u != unit and held(u))
     if passed * PASS_OVER > sum(_bytes(shape, u) for u in run) - passed:
-        run = await _scan(unit, shape, wanted, held, (limits[0], -1), turn)
+        run = await scan.run((limits[0], -1))
     return run
 
 
-async def _scan(
-    unit: int,
-    shape: Shape,
-    wanted: Callable[[int], int],
-    held: Callable[[int], bool],
-    limits: tuple[int, int],
-    turn: Turn,
-) -> list[int]:
-    key, start, end = shape.span_of(unit)
-    edges = []
-    for direction in (-1, 1):
-        edge, other, between = unit, unit + direction, 0
-        while 0 <= other < shape.samples:
-            other_key, begin, stop = shape.span_of(other)
-            if other_key != key or max(end, stop) - min(start, begin) > shape.max_bytes:
-                break
-            if wanted(other) <= limits[1 if between else 0]:
-                edge, between, start, end = other, 0, min(start, begin), max(end, stop)
-            else:  # held: passed over while the bytes passed over stay cheap
-                between += stop - begin
-                if not held(other) or between > shape.gap:
+@dataclass(frozen=True)
+class _Scan:
+    """The scan of ``unit``'s neighbours in its shard, both ways (see ``grow_run``)."""
+
+    unit: int
+    shape: Shape
+    wanted: Callable[[int], int]
+    held: Callable[[int], bool]
+    turn: Turn
+
+    async def run(self, limits: tuple[int, int]) -> list[int]:
+        """The run around ``unit`` within ``limits``."""
+        shape = self.shape
+        key, start, end = shape.span_of(self.unit)
+        edges = []
+        for direction in (-1, 1):
+            edge, other, between = self.unit, self.unit + direction, 0
+            while 0 <= other < shape.samples:
+                other_key, begin, stop = shape.span_of(other)
+                if other_key != key or max(end, stop) - min(start, begin) > shape.max_bytes:
                     break
-            other += direction
-            await turn.pause_if_due()
-        edges.append(edge)
-    return list(range(edges[0], edges[1] + 1))
+                if self.wanted(other) <= limits[1 if between else 0]:
+                    edge, between, start, end = other, 0, min(start, begin), max(end, stop)
+                else:  # held: passed over while the bytes passed over stay cheap
+                    between += stop - begin
+                    if not self.held(other) or between > shape.gap:
+                        break
+                other += direction
+                await self.turn.pause_if_due()
+            edges.append(edge)
+        return list(range(edges[0], edges[1] + 1))
 
 
 def _bytes(shape: Shape, unit: int) -> int:

@@ -15,7 +15,8 @@ import pytest
 
 from aioloader.sources._tar import TarShards
 from aioloader.sources.cache import KnownFutureCache
-from aioloader.sources.cache._disk import MARKER, DiskTier, entry_name, shard_folder, temp_for
+from aioloader.sources.cache._disk import DiskTier
+from aioloader.sources.cache._disk_folder import MARKER, entry_name, shard_folder, temp_for
 from tests.sources.cache.helpers import (
     SHARDS,
     LoggedShards,
