@@ -43,6 +43,8 @@ def _index(rule: str, value: Any) -> int:
 
 def as_int(name: str, value: Any) -> int:
     """Return ``value`` as a Python int, refusing bools, floats and other non-integers."""
+    if type(value) is int:  # the common case, on every step's path: no call, no message
+        return value
     return _index(f"{name} must be an integer", value)
 
 

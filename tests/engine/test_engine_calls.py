@@ -18,9 +18,11 @@ from contextlib import contextmanager
 from types import CodeType, FrameType
 from typing import Any
 
+import numpy as np
 import pytest
 
 from aioloader import DataLoader, ShuffledSampler
+from aioloader.core import GainOffset, ImageBatchCollator, ImageSample
 from aioloader.engine import _reads as engine_reads
 from aioloader.kernels import _selection as _backend
 
@@ -35,6 +37,13 @@ SYNC_STEP_BOUND = 122  # the sync facade (iter_sync, asyncio with uvloop)
 # reads make none (c5a98dd: 1, a check for a coroutine), an async read none either; measured
 # 0.02-0.06 and 0.10-0.17 (trio shuffles its run queue, so its counts vary from run to run).
 SAMPLE_BOUND = {"sync": 0.25, "async": 0.3}
+# Calls per step of 8 small images through W1's collator (GainOffset, width multiple 4) at
+# workers=0, numpy kernels. Measured: asyncio 185.9, uvloop 168.6, trio 212-213 (cf4f91d:
+# 194.9, 177.6, 198-217, where each integer check of a step's random keys made a call;
+# c550951: 183.9, 166.6, 200-207). Trio's run queue makes its count vary, so its bound only
+# catches a step that grows a lot.
+IMAGES = 256
+IMAGE_STEP_BOUND = {"asyncio": 190, "asyncio+uvloop": 173, "trio": 235}
 
 
 def transform(sample: int) -> int:
@@ -167,3 +176,34 @@ def test_the_sync_facade_at_workers_0_costs_a_bounded_number_of_calls_per_step(
     assert small <= SYNC_STEP_BOUND, f"{small} calls per step (bound {SYNC_STEP_BOUND})"
     per_sample = (large - small) / (256 - 32)
     assert per_sample <= SAMPLE_BOUND[kind], f"{per_sample} calls per sample ({small}, {large})"
+
+
+async def image_stream_calls(steps: int) -> int:
+    samples = [
+        ImageSample(
+            np.full((1, 8, 8 + i % 9), i, np.float32),
+            np.arange(1, 2 + i % 4, dtype=np.int32),
+            i % 10,
+        )
+        for i in range(IMAGES)
+    ]  # one epoch holds every step counted
+    collator = ImageBatchCollator(4, augment=GainOffset())
+    loader = DataLoader(samples, ShuffledSampler(IMAGES, 8), collator, seed=3, workers=0)
+    async with loader.stream(0, 2) as warm:
+        async for batch in warm:
+            batch.release()
+    with counting(image_stream_calls) as count:
+        async with loader.stream(0, steps) as batches:
+            async for batch in batches:
+                batch.release()
+    return count[0]
+
+
+@pytest.mark.anyio
+async def test_an_image_step_at_workers_0_costs_a_bounded_number_of_calls(
+    anyio_backend: Any,
+) -> None:
+    """W1's step: the planner's and collator's integer checks make no call when given ints."""
+    step = (await image_stream_calls(LONG) - await image_stream_calls(SHORT)) / (LONG - SHORT)
+    bound = IMAGE_STEP_BOUND[backend_name(anyio_backend)]
+    assert step <= bound, f"{step} calls per step of 8 images (bound {bound})"
