@@ -183,6 +183,9 @@ async def _gather_asyncio(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -
         if pending:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(pending)
+        for task in tasks:  # retrieved even when cancelled: no "exception never retrieved"
+            if not task.cancelled():
+                task.exception()
     failures = [task.exception() for task in tasks if not task.cancelled()]
     for failure in failures:  # in position order; also marks every exception retrieved
         if failure is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,27 @@ async def test_ordered_gather_on_every_loop(anyio_backend: Any) -> None:
 def test_the_backend_options_add_uvloop_to_asyncio_only() -> None:
     assert default_backend_options("asyncio") == {"use_uvloop": True}
     assert default_backend_options("trio") == {}
+
+
+def test_a_gather_cancelled_after_a_failure_leaves_no_exception_unretrieved() -> None:
+    reported: list[str] = []
+
+    async def read(position: int, failed: anyio.Event) -> None:
+        if position == 1:
+            failed.set()
+            raise OSError("the read at position 1 failed")
+        await anyio.sleep_forever()  # position 0: still running when the caller leaves
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+        failed = anyio.Event()
+        async with anyio.create_task_group() as group:
+            group.start_soon(gather_ordered, lambda p: read(p, failed), [0, 1, 2])
+            await failed.wait()
+            group.cancel_scope.cancel()
+        gc.collect()  # an unretrieved exception is reported when its task is collected
+        await anyio.lowlevel.checkpoint()
+
+    anyio.run(main, backend="asyncio")
+    assert reported == []

@@ -57,6 +57,14 @@ def _never_loading(function: Callable[..., ResultT], *args: Any) -> ResultT:
         return function(*args)
 
 
+async def _serve_reads(dataset: Any, group: anyio.abc.TaskGroup) -> None:
+    """Start a source's background reads in ``group`` (``serve_reads``: a source that
+    fetches what it reads ahead behind the steps), and wait until they serve."""
+    serve = getattr(dataset, "serve_reads", None)
+    if callable(serve):
+        await group.start(serve)
+
+
 def _is_cancellation(error: BaseException) -> bool:
     """Whether ``error`` is the backend's cancellation, alone or in a group of errors."""
     cancelled = anyio.get_cancelled_exc_class()
@@ -239,16 +247,16 @@ class StreamWork(Generic[BatchT]):
                     self._inline = workers == 0
                     workers = max(1, workers)
                 starter = await self._set_up(workers)
-                async with anyio.create_task_group() as group:
-                    self._builders = group
-                    if starter is None:
-                        self._add_builders(builders)
-                    else:
-                        feed = StepFeed(ring, starter, self.counters, self.bound)
-                        group.start_soon(feed.run, self._load_kernels_beside)
-        except Exception as error:  # a bug in the engine: hand it to the consumer
-            logger.exception("aioloader: a stream's engine failed", exc_info=error)
-            ring.fail_nowait(error)
+                async with anyio.create_task_group() as behind:
+                    await _serve_reads(config.dataset, behind)
+                    try:
+                        await self._build_all(starter, builders)
+                    except Exception as error:  # handed on as itself, not in this group
+                        self._engine_failed(error)
+                    finally:
+                        behind.cancel_scope.cancel()  # the steps are done: so are its reads
+        except Exception as error:
+            self._engine_failed(error)
         finally:
             self._builders = None
             if self._scope.cancel_called:
@@ -265,6 +273,21 @@ class StreamWork(Generic[BatchT]):
             self.counters.work_ended(self)
             assert self._ended is not None
             self._ended.set()
+
+    async def _build_all(self, starter: StepStarter | None, builders: int) -> None:
+        """Build the steps until the stream's end: ``builders`` builders, or the feed."""
+        async with anyio.create_task_group() as group:
+            self._builders = group
+            if starter is None:
+                self._add_builders(builders)
+            else:
+                feed = StepFeed(self.ring, starter, self.counters, self.bound)
+                group.start_soon(feed.run, self._load_kernels_beside)
+
+    def _engine_failed(self, error: Exception) -> None:
+        """A bug in the engine: hand it to the consumer."""
+        logger.exception("aioloader: a stream's engine failed", exc_info=error)
+        self.ring.fail_nowait(error)
 
     async def _set_up(self, workers: int) -> StepStarter | None:
         """Load the kernels, start the executors and the reader, let the source plan its

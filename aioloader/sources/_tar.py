@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, overload
 
 import anyio
+import anyio.abc
 
 from .._compat import add_note
 from .._errors import MalformedShardError, ObjectNotFoundError, SourceError
@@ -387,6 +388,19 @@ class TarShards(Generic[SampleT]):
         """
         if self.cache is not None:
             self.cache.plan(sampler, seed, start_step, stop_step)
+
+    async def serve_reads(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Fetch the cache's read-ahead behind the steps until cancelled (see
+        ``KnownFutureCache.serve``); without a cache it returns at once.
+
+        The loader runs it beside each stream's steps; users need not.
+        """
+        if self.cache is None:
+            task_status.started()
+            return
+        await self.cache.serve(task_status=task_status)
 
     def span_of(self, index: int) -> ByteRange:
         """``(shard, start, end)``: the bytes holding sample ``index``'s members."""

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from aioloader.core import ImageBatchCollator, SequentialSampler
@@ -128,3 +129,57 @@ def test_steps_built_on_the_loop_never_load_the_kernels(monkeypatch: pytest.Monk
     with _backend.use_kernels("numba"), _backend.loading_elsewhere():
         assert _backend.compiled() is None
     assert load.threads == []
+
+
+# -- a source's background reads run beside the stream's steps ---------------------------
+class ServedSource:
+    """An async source with ``serve_reads``: notes when its server starts and stops and
+    each read, so the order is seen."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.events: list[str] = []
+
+    def __len__(self) -> int:
+        return self.size
+
+    async def serve_reads(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        self.events.append("serving")
+        task_status.started()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.events.append("stopped")
+
+    async def get_sample(self, index: int) -> int:
+        self.events.append("read")
+        return index
+
+
+async def test_a_sources_server_runs_from_before_the_first_read_to_the_streams_end() -> None:
+    source = ServedSource(8)
+    loader: DataLoader[int, list[int]] = DataLoader(
+        source, SequentialSampler(8, 2), list, seed=1, prefetch=3
+    )
+    with anyio.fail_after(30):
+        batches = [batch async for batch in loader]
+        await loader.aclose_streams()  # the stream's work has ended
+    assert batches == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert source.events == ["serving"] + ["read"] * 8 + ["stopped"]
+
+
+async def test_a_sources_server_stops_when_the_stream_is_left_early() -> None:
+    source = ServedSource(64)
+    loader: DataLoader[int, list[int]] = DataLoader(
+        source, SequentialSampler(64, 2), list, seed=1, prefetch=2
+    )
+    with anyio.fail_after(30):
+        async for batch in loader:
+            assert batch == [0, 1]
+            break
+        await loader.aclose_streams()
+    assert source.events[0] == "serving"
+    assert source.events[-1] == "stopped"
+    assert source.events.count("serving") == source.events.count("stopped") == 1

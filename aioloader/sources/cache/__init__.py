@@ -7,6 +7,7 @@
 - ``_admission``: which used sample a tier keeps, and the disk work that follows;
 - ``_readahead`` and ``_room``: what a step reads ahead, and what room a run may take;
 - ``_fetching`` and ``_ranges``: samples merged into range requests, and their coalescing;
+- ``_behind``: read-ahead fetched behind the steps, by the server the loader runs;
 - ``_reading``: one batch's read through all of them;
 - ``_policy``: eviction by next use (Belady) or recency, fair shares of the room between
   streams where no plan knows the next use, and the read-ahead budget;

@@ -39,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 
-from ...core import as_int
+from ...core import at_least
 from .._concurrency import PerLoop
 from ._admission import Admission
-from ._disk import DiskTier
+from ._behind import Behind
+from ._disk import DiskTier, check_disk
 from ._disk_folder import shard_folder
 from ._fetching import Fetcher
 from ._held import Holdings
@@ -104,24 +106,24 @@ class KnownFutureCache:
         max_request_bytes: int = 64 << 20,
         fill_steps: int | None = None,
     ) -> None:
-        self.max_bytes = _at_least("max_bytes", max_bytes, 1)
-        self.readahead_bytes = _at_least("readahead_bytes", readahead_bytes, 0)
-        self.lookahead_steps = _at_least("lookahead_steps", lookahead_steps, 0)
+        self.max_bytes = at_least("max_bytes", max_bytes, 1)
+        self.readahead_bytes = at_least("readahead_bytes", readahead_bytes, 0)
+        self.lookahead_steps = at_least("lookahead_steps", lookahead_steps, 0)
         if policy not in ("belady", "lru"):
             raise ValueError(f"policy must be 'belady' or 'lru' but got {policy!r}")
         self.policy: Policy = policy
         self.window_steps = (
             max(8, self.lookahead_steps)
             if window_steps is None
-            else _at_least("window_steps", window_steps, 1)
+            else at_least("window_steps", window_steps, 1)
         )
-        self.horizon_windows = _at_least("horizon_windows", horizon_windows, 1)
+        self.horizon_windows = at_least("horizon_windows", horizon_windows, 1)
         horizon = self.window_steps * self.horizon_windows
-        self.fill_steps = horizon if fill_steps is None else _at_least("fill_steps", fill_steps, 0)
+        self.fill_steps = horizon if fill_steps is None else at_least("fill_steps", fill_steps, 0)
         self.coalesce_gap, self.max_request_bytes = check_coalescing(
             coalesce_gap, max_request_bytes
         )
-        disk_bytes = _disk_bound(disk_dir, disk_bytes)
+        disk_bytes = check_disk(disk_dir, disk_bytes)
         spans = (max(1, self.lookahead_steps // 2), horizon)
         self.memory, self.disk = _tiers(policy, self.max_bytes, disk_dir, disk_bytes, spans)
         self._held = held = Holdings(self.memory, self.disk)
@@ -136,12 +138,15 @@ class KnownFutureCache:
             self.coalesce_gap,
             self.max_request_bytes,
         )
+        fetcher = Fetcher(held, admission, self.coalesce_gap, self.max_request_bytes)
+        self._behind = Behind(held, fetcher)
         self._parts = Parts(
             held,
             self._planning,
             admission,
             ReadAhead(held, admission, reach),
-            Fetcher(held, admission, self.coalesce_gap, self.max_request_bytes),
+            fetcher,
+            self._behind,
             PerLoop(anyio.Lock),
         )
 
@@ -218,6 +223,18 @@ class KnownFutureCache:
         """The bytes of every sample of one batch, in the order of ``indices``."""
         return await BatchRead(self._parts, indices).run()
 
+    async def serve(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Fetch read-ahead behind the steps on this event loop until cancelled.
+
+        The loader runs it for each stream (through ``TarShards.serve_reads``): a step then
+        awaits only its own samples while the runs it chose for later steps are fetched
+        here. Without it, a step fetches its read-ahead with its own reads. With
+        ``task_group.start``, it returns once it serves.
+        """
+        await self._behind.serve(task_status=task_status)
+
     # -- statistics -------------------------------------------------------------------
 
     def statistics(self) -> CacheStatistics:
@@ -268,25 +285,3 @@ def _tiers(
     memory = MemoryTier(max_bytes, policy, spans[0])
     disk = None if disk_dir is None else DiskTier(Path(disk_dir), disk_bytes, policy, spans[1])
     return memory, disk
-
-
-def _disk_bound(disk_dir: Any, value: Any) -> int:
-    """``disk_bytes``, checked with ``disk_dir``: a folder and a bound >= 1 go together."""
-    disk_bytes = _at_least("disk_bytes", value, 0)
-    if disk_dir is not None and not isinstance(disk_dir, (str, Path)):
-        raise TypeError(f"disk_dir must be a str, a Path or None but got {disk_dir!r}")
-    if disk_dir is not None and Path(disk_dir).exists() and not Path(disk_dir).is_dir():
-        raise ValueError(f"disk_dir must be a folder but {str(disk_dir)!r} is a file")
-    if (disk_dir is None) != (disk_bytes == 0):
-        raise ValueError(
-            "disk_dir and disk_bytes go together (a folder and a bound >= 1) but got "
-            f"disk_dir={disk_dir!r}, disk_bytes={disk_bytes}"
-        )
-    return disk_bytes
-
-
-def _at_least(name: str, value: Any, low: int) -> int:
-    number = as_int(name, value)
-    if number < low:
-        raise ValueError(f"{name} must be an integer >= {low} but got {number}")
-    return number

@@ -42,6 +42,7 @@ from typing import Any
 import anyio
 
 from ..._files import PIECE, open_file, read_file
+from ...core import at_least
 from .._concurrency import gather_ordered
 from ._disk_folder import (
     ENTRY,
@@ -59,7 +60,7 @@ from ._planner import NEVER
 from ._policy import Policy
 from ._tiers import TierBook
 
-__all__ = ("LOADED", "DiskTier")
+__all__ = ("LOADED", "DiskTier", "check_disk")
 
 LOADED = NEVER
 """The use stamp of an entry found on disk: among entries the plan does not read again,
@@ -226,3 +227,18 @@ def _size_of(path: Path) -> int | None:
         return path.stat().st_size
     except OSError:
         return None
+
+
+def check_disk(disk_dir: Any, value: Any) -> int:
+    """``disk_bytes``, checked with ``disk_dir``: a folder and a bound >= 1 go together."""
+    disk_bytes = at_least("disk_bytes", value, 0)
+    if disk_dir is not None and not isinstance(disk_dir, (str, Path)):
+        raise TypeError(f"disk_dir must be a str, a Path or None but got {disk_dir!r}")
+    if disk_dir is not None and Path(disk_dir).exists() and not Path(disk_dir).is_dir():
+        raise ValueError(f"disk_dir must be a folder but {str(disk_dir)!r} is a file")
+    if (disk_dir is None) != (disk_bytes == 0):
+        raise ValueError(
+            "disk_dir and disk_bytes go together (a folder and a bound >= 1) but got "
+            f"disk_dir={disk_dir!r}, disk_bytes={disk_bytes}"
+        )
+    return disk_bytes

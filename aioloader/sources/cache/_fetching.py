@@ -8,7 +8,7 @@ Requests start ``TASKS_PER_TURN`` at a time: spawning thousands of tasks takes a
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import anyio
 
@@ -37,13 +37,25 @@ class Fetcher:
         self.max_request_bytes = most
 
     async def fetch(
-        self, need: dict[int, Pending], ahead: dict[int, Pending], by: Hashable
+        self,
+        need: dict[int, Pending],
+        ahead: dict[int, Pending],
+        by: Hashable,
+        *,
+        behind: bool = False,
+        exact: bool = False,
     ) -> dict[int, bytes]:
         """Read ``need`` (for a batch of stream ``by``) and ``ahead``; returns ``need``'s bytes.
 
-        When the reads end (also by failure or cancellation), what arrived is admitted or
-        held as read-ahead, every sample is released (waiters of one that never arrived
-        see None), and the disk work runs, shielded.
+        ``behind``: a fetch behind the steps, whose runs also pass over samples on their way
+        in other requests (a step's misses, read exactly before their run). ``exact``: a
+        step's misses read without their runs, merged as ``TarShards`` merges without a
+        cache (across any gap of at most ``coalesce_gap`` bytes).
+
+        A sample's waiters go on as soon as its request arrives. When the reads end (also
+        by failure or cancellation), what arrived is admitted or held as read-ahead, every
+        sample is released (waiters of one that never arrived see None), and the disk work
+        runs, shielded.
         """
         held = self.held
         source = held.bound_source()
@@ -64,13 +76,15 @@ class Fetcher:
                 piece = data[begin - start : stop - start]
                 carried += len(piece)
                 arrived[unit] = owned[unit].data = piece
+                owned[unit].finish()  # its waiters go on now, not when every read ends
             tally.bytes_between += len(data) - carried  # headers, samples held passed over
 
         async def read_some(some: list[_Request]) -> None:
             await gather_ordered(read_one, some)
 
         try:
-            requests = await self.requests(owned)
+            passable = held.is_passable if behind else held.holds
+            requests = await self.requests(owned, passable, exact=exact)
             turns = [
                 requests[k : k + TASKS_PER_TURN] for k in range(0, len(requests), TASKS_PER_TURN)
             ]
@@ -94,10 +108,13 @@ class Fetcher:
             self.held.release(unit, pending)
         return job
 
-    async def requests(self, owned: dict[int, Pending]) -> list[_Request]:
+    async def requests(
+        self, owned: dict[int, Pending], passable: Callable[[int], bool], *, exact: bool = False
+    ) -> list[_Request]:
         """The samples ``owned`` merged into requests across gaps of at most
         ``coalesce_gap`` bytes that hold no sample, or (within one run chosen to be read)
-        only samples held: their bytes count as between."""
+        only samples ``passable`` (held): their bytes count as between; ``exact``: across
+        any gap of at most ``coalesce_gap`` bytes."""
         held = self.held
         source = held.bound_source()
         turn = Turn()
@@ -115,7 +132,9 @@ class Fetcher:
                     last_key == key
                     and 0 <= start - last_end <= self.coalesce_gap
                     and end - last_start <= self.max_request_bytes
-                    and between_held(source, held.holds, (key, last_end, start), owned, unit)
+                    and (
+                        exact or between_held(source, passable, (key, last_end, start), owned, unit)
+                    )
                 ):
                     merged[-1] = ((key, last_start, max(end, last_end)), [*members, unit])
                     continue

@@ -73,6 +73,10 @@ class Holdings:
         """Neither held nor on its way."""
         return not self.holds(unit) and unit not in self.pending
 
+    def is_passable(self, unit: int) -> bool:
+        """Held or on its way: a run read behind the steps may pass over its bytes."""
+        return self.holds(unit) or unit in self.pending
+
     def next_use(self, unit: int) -> int:
         """``unit``'s next use on the plans' clock (``NEVER``: none known)."""
         return self.plans.next_use(unit)

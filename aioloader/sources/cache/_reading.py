@@ -4,9 +4,12 @@ A ``BatchRead`` reads one batch. In turn with the other reads (so that reads of 
 steps started at once never split a shard's run between them) it takes its step in the
 plan, sorts its samples (held in memory, on disk, on their way, or to read) and chooses
 what to read ahead. Then, concurrently, it extends the plan, reads disk entries, and
-fetches its misses with the read-ahead; then it waits for samples other reads carry. A
-source's error is raised as itself (never in an exception group), so the same errors reach
-the user with and without a cache; a sample whose read failed elsewhere is read again here.
+fetches its misses with the runs they bring; the read-ahead for later steps (and in a
+stream's first steps the misses' runs too) is handed to a server behind the steps
+(``_behind``), or fetched with the misses where none runs. Then it waits for samples
+other reads carry. A source's error is raised as itself (never in an exception group),
+so the same errors reach the user with and without a cache; a sample whose read failed
+elsewhere is read again here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import anyio
 
 from .._concurrency import PerLoop
 from ._admission import Admission, DiskJob
+from ._behind import Behind
 from ._disk import DiskTier
 from ._fetching import Fetcher
 from ._held import Holdings
@@ -27,7 +31,11 @@ from ._plans import PlannedStream
 from ._readahead import ReadAhead
 from ._turns import Pending, Turn, noting
 
-__all__ = ("BatchRead", "Parts")
+__all__ = ("SPLIT_REQUESTS", "BatchRead", "Parts")
+
+SPLIT_REQUESTS = 8
+"""A miss's run longer than this many requests' worth of bytes (``coalesce_gap`` each) is
+read behind the step in a stream's first steps, the miss itself exactly."""
 
 
 @dataclass
@@ -39,6 +47,7 @@ class Parts:
     admission: Admission
     readahead: ReadAhead
     fetcher: Fetcher
+    behind: Behind
     choosing: PerLoop[anyio.Lock]
 
 
@@ -50,6 +59,7 @@ class BatchRead:
         self.indices = indices
         self.stream: PlannedStream | None = None
         self.by: Hashable = None  # the stream reading (None: no plan knows the batch)
+        self.step = -1  # its step in that stream's plan
         self.found: dict[int, bytes] = {}
         self.waits: dict[int, Pending] = {}
         self.on_disk: dict[int, Path] = {}
@@ -89,9 +99,9 @@ class BatchRead:
         matched = self.parts.planning.match(self.indices)
         if matched is None:
             return -1
-        self.stream, step = matched
+        self.stream, self.step = matched
         self.by = self.stream.key
-        return step
+        return self.step
 
     async def _sort(self) -> None:
         """Sort the samples: held in memory, on disk, on their way, or to read (claimed at
@@ -151,13 +161,39 @@ class BatchRead:
                 group.start_soon(noting, failures, parts.planning.extend, each)
             if self.on_disk:
                 group.start_soon(noting, failures, self._read_disk)
+            exact = self._hand_over()
             if self.claimed or self.ahead:
                 try:
-                    self.found |= await parts.fetcher.fetch(self.claimed, self.ahead, self.by)
+                    fetch = parts.fetcher.fetch(self.claimed, self.ahead, self.by, exact=exact)
+                    self.found |= await fetch
                 except Exception as error:
                     failures.insert(0, error)
         if failures:
             raise failures[0]
+
+    def _hand_over(self) -> bool:
+        """Read ahead behind the steps, where a server runs: the runs for later steps, and
+        in the stream's first ``lookahead_steps`` steps (cold, or resumed) the long runs of
+        the misses too (over ``SPLIT_REQUESTS`` requests' worth of bytes), so that those
+        steps read their own samples exactly; True when some were."""
+        parts, stream = self.parts, self.stream
+        lookahead = parts.readahead.reach.lookahead_steps
+        ramp = stream is not None and self.step < stream.planner.start + lookahead
+        sizes: dict[int, int] = {}
+        for pending in self.ahead.values():
+            sizes[pending.run] = sizes.get(pending.run, 0) + pending.size
+        long = SPLIT_REQUESTS * parts.fetcher.coalesce_gap
+        split = {run for run, size in sizes.items() if ramp and run in self.claimed and size > long}
+        behind = {
+            unit: pending
+            for unit, pending in self.ahead.items()
+            if pending.run not in self.claimed or pending.run in split
+        }
+        if not behind or not parts.behind.hand_over(behind, self.by):
+            return False
+        for unit in behind:  # the server fetches (and releases) them now
+            del self.ahead[unit]
+        return bool(split)
 
     async def _read_disk(self) -> None:
         """Read entries from disk; a missing or damaged one is a miss after all

@@ -3,12 +3,14 @@ and a disk-tier I/O error degrades it to memory only instead of failing the batc
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from aioloader import MalformedShardError
@@ -119,3 +121,96 @@ def test_a_disk_write_error_of_an_offer_degrades_too(
     stats = cache.statistics()
     assert (stats.disk_errors, stats.disk_degraded, stats.disk_bytes) == (1, True, 0)
     assert sorted(p.name for p in disk.rglob("*") if p.is_file()) == [".aioloader-cache"]
+
+
+BEHIND: contextvars.ContextVar[bool] = contextvars.ContextVar("BEHIND", default=False)
+"""True in the read-ahead server's context (its fetches run there, not in a step's)."""
+
+
+class FailingShards(TarShards[Any]):
+    """``TarShards`` whose reads of shard ``bad`` fail, the first ``times`` of them; with
+    ``behind_only``, only reads made by the read-ahead server."""
+
+    def __init__(
+        self, *args: Any, bad: str, times: int, behind_only: bool = False, **kwargs: Any
+    ) -> None:
+        self.bad, self.left, self.failed, self.behind_only = bad, times, 0, behind_only
+        super().__init__(*args, **kwargs)
+
+    async def read_range(self, key: str, start: int, end: int) -> bytes:
+        if key == self.bad and self.left > 0 and (not self.behind_only or BEHIND.get()):
+            self.left -= 1
+            self.failed += 1
+            raise OSError(f"the store failed a read of {key}")
+        return await super().read_range(key, start, end)
+
+
+def _first_group_after(sampler: Any, steps: int) -> tuple[int, int]:
+    """The first step that reads a shard none of steps ``0 .. steps-1`` read, and that shard."""
+    seen: set[int] = set()
+    for g in range(sampler.steps_per_epoch):
+        shards = {i // PER_SHARD for i in plan_batch(sampler, SEED, g).indices.tolist()}
+        if g >= steps and shards - seen:
+            return g, min(shards - seen)
+        seen |= shards
+    raise AssertionError("an epoch reads no shard past its first steps")
+
+
+async def _served_steps(source: TarShards[Any], sampler: Any, steps: range) -> list[list[bytes]]:
+    """The steps' batches, read as the loader reads them: planned from the first, with the
+    source's server running (a step's error is raised as itself, not in the group's)."""
+    got: list[list[bytes]] = []
+    failure: Exception | None = None
+    source.plan_reads(sampler, SEED, steps.start)
+
+    async def serve(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        BEHIND.set(True)
+        await source.serve_reads(task_status=task_status)
+
+    async with anyio.create_task_group() as behind:
+        await behind.start(serve)
+        try:
+            got = await _read_steps(source, sampler, steps)
+        except Exception as error:
+            failure = error
+        finally:
+            behind.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return got
+
+
+@pytest.mark.anyio
+async def test_a_failed_read_ahead_behind_the_steps_is_read_again_by_the_step_that_needs_it(
+    local_shards: tuple[list[str], Path],
+) -> None:
+    paths, index = local_shards
+    sampler = samplers()["block"]
+    first, shard = _first_group_after(sampler, 1)  # read ahead behind step 0's reads
+    cache = KnownFutureCache(DATASET // 2, lookahead_steps=first + 2)
+    source = FailingShards(
+        paths, index_dir=index, cache=cache, bad=paths[shard], times=1, behind_only=True
+    )
+    steps = range(first + 4)
+    with anyio.fail_after(60):
+        got = await _served_steps(source, sampler, steps)
+    assert got == expected_batches(WANT, sampler, steps)
+    assert source.failed == 1
+
+
+@pytest.mark.anyio
+async def test_a_read_that_keeps_failing_fails_only_the_step_that_needs_it(
+    local_shards: tuple[list[str], Path],
+) -> None:
+    paths, index = local_shards
+    sampler = samplers()["block"]
+    first, shard = _first_group_after(sampler, 1)
+    cache = KnownFutureCache(DATASET // 2, lookahead_steps=first + 2)
+    source = FailingShards(paths, index_dir=index, cache=cache, bad=paths[shard], times=10**9)
+    with anyio.fail_after(60):
+        got = await _served_steps(source, sampler, range(first))  # before it: unharmed
+        assert got == expected_batches(WANT, sampler, range(first))
+        with pytest.raises(OSError, match="the store failed a read of") as info:
+            await _served_steps(source, sampler, range(first, first + 1))
+    assert type(info.value) is OSError
+    assert source.failed >= 2  # read ahead behind, then by the step itself
