@@ -8,6 +8,7 @@ Requests start ``TASKS_PER_TURN`` at a time: spawning thousands of tasks takes a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
 
 import anyio
@@ -15,6 +16,7 @@ import anyio
 from .._concurrency import gather_ordered
 from ._admission import Admission, DiskJob
 from ._held import Holdings
+from ._planner import NEVER
 from ._ranges import ByteRange
 from ._room import between_held
 from ._turns import Pending, Turn
@@ -49,8 +51,9 @@ class Fetcher:
 
         ``behind``: a fetch behind the steps, whose runs also pass over samples on their way
         in other requests (a step's misses, read exactly before their run). ``exact``: a
-        step's misses read without their runs, merged as ``TarShards`` merges without a
-        cache (across any gap of at most ``coalesce_gap`` bytes).
+        step's misses read without their runs, merged across any gap of at most
+        ``coalesce_gap`` bytes whose samples are held, on their way, or read later in the
+        stream's epoch (never samples it already used).
 
         A sample's waiters go on as soon as its request arrives. When the reads end (also
         by failure or cancellation), what arrived is admitted or held as read-ahead, every
@@ -84,6 +87,8 @@ class Fetcher:
 
         try:
             passable = held.is_passable if behind else held.holds
+            if exact:  # past samples the stream reads later anyway, never past used ones
+                passable = functools.partial(_read_later, held)
             requests = await self.requests(owned, passable, exact=exact)
             turns = [
                 requests[k : k + TASKS_PER_TURN] for k in range(0, len(requests), TASKS_PER_TURN)
@@ -113,8 +118,8 @@ class Fetcher:
     ) -> list[_Request]:
         """The samples ``owned`` merged into requests across gaps of at most
         ``coalesce_gap`` bytes that hold no sample, or (within one run chosen to be read)
-        only samples ``passable`` (held): their bytes count as between; ``exact``: across
-        any gap of at most ``coalesce_gap`` bytes."""
+        only samples ``passable`` (held): their bytes count as between; ``exact``: across any
+        gap of at most ``coalesce_gap`` bytes of samples ``passable``."""
         held = self.held
         source = held.bound_source()
         turn = Turn()
@@ -133,10 +138,17 @@ class Fetcher:
                     and 0 <= start - last_end <= self.coalesce_gap
                     and end - last_start <= self.max_request_bytes
                     and (
-                        exact or between_held(source, passable, (key, last_end, start), owned, unit)
+                        all(map(passable, source.indices_within(key, last_end, start)))
+                        if exact
+                        else between_held(source, passable, (key, last_end, start), owned, unit)
                     )
                 ):
                     merged[-1] = ((key, last_start, max(end, last_end)), [*members, unit])
                     continue
             merged.append(((key, start, end), [unit]))
         return merged
+
+
+def _read_later(held: Holdings, unit: int) -> bool:
+    """Held, on its way, or read later by a plan's epoch (not its next pass)."""
+    return held.is_passable(unit) or held.plans.next_use(unit, passes=False) < NEVER

@@ -4,8 +4,8 @@ A ``BatchRead`` reads one batch. In turn with the other reads (so that reads of 
 steps started at once never split a shard's run between them) it takes its step in the
 plan, sorts its samples (held in memory, on disk, on their way, or to read) and chooses
 what to read ahead. Then, concurrently, it extends the plan, reads disk entries, and
-fetches its misses with the runs they bring; the read-ahead for later steps (and in a
-stream's first steps the misses' runs too) is handed to a server behind the steps
+fetches its misses with the runs they bring; the read-ahead for later steps (and at a
+stream's first step the misses' long runs too) is handed to a server behind the steps
 (``_behind``), or fetched with the misses where none runs. Then it waits for samples
 other reads carry. A source's error is raised as itself (never in an exception group),
 so the same errors reach the user with and without a cache; a sample whose read failed
@@ -35,7 +35,7 @@ __all__ = ("SPLIT_REQUESTS", "BatchRead", "Parts")
 
 SPLIT_REQUESTS = 8
 """A miss's run longer than this many requests' worth of bytes (``coalesce_gap`` each) is
-read behind the step in a stream's first steps, the miss itself exactly."""
+read behind a stream's first step, the miss itself exactly."""
 
 
 @dataclass
@@ -173,12 +173,12 @@ class BatchRead:
 
     def _hand_over(self) -> bool:
         """Read ahead behind the steps, where a server runs: the runs for later steps, and
-        in the stream's first ``lookahead_steps`` steps (cold, or resumed) the long runs of
-        the misses too (over ``SPLIT_REQUESTS`` requests' worth of bytes), so that those
-        steps read their own samples exactly; True when some were."""
+        at the stream's first step (cold, or resumed) the long runs of its misses too (over
+        ``SPLIT_REQUESTS`` requests' worth of bytes), so that the first batch reads its own
+        samples exactly; True when some were. (The steps read with it find their samples
+        on their way in those runs.)"""
         parts, stream = self.parts, self.stream
-        lookahead = parts.readahead.reach.lookahead_steps
-        ramp = stream is not None and self.step < stream.planner.start + lookahead
+        ramp = stream is not None and self.step == stream.planner.start
         sizes: dict[int, int] = {}
         for pending in self.ahead.values():
             sizes[pending.run] = sizes.get(pending.run, 0) + pending.size

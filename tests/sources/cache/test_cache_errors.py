@@ -180,17 +180,27 @@ async def _served_steps(source: TarShards[Any], sampler: Any, steps: range) -> l
     return got
 
 
-@pytest.mark.anyio
-async def test_a_failed_read_ahead_behind_the_steps_is_read_again_by_the_step_that_needs_it(
-    local_shards: tuple[list[str], Path],
-) -> None:
+def _failing(
+    local_shards: tuple[list[str], Path], times: int, behind_only: bool
+) -> tuple[FailingShards, Any, int]:
+    """A block shuffle over shards whose first read-ahead past step 0 (shard ``bad``, first
+    read by step ``first``) fails ``times`` times: the source, the sampler and ``first``."""
     paths, index = local_shards
     sampler = samplers()["block"]
     first, shard = _first_group_after(sampler, 1)  # read ahead behind step 0's reads
     cache = KnownFutureCache(DATASET // 2, lookahead_steps=first + 2)
+    bad = paths[shard]
     source = FailingShards(
-        paths, index_dir=index, cache=cache, bad=paths[shard], times=1, behind_only=True
+        paths, index_dir=index, cache=cache, bad=bad, times=times, behind_only=behind_only
     )
+    return source, sampler, first
+
+
+@pytest.mark.anyio
+async def test_a_failed_read_ahead_behind_the_steps_is_read_again_by_the_step_that_needs_it(
+    local_shards: tuple[list[str], Path],
+) -> None:
+    source, sampler, first = _failing(local_shards, 1, behind_only=True)
     steps = range(first + 4)
     with anyio.fail_after(60):
         got = await _served_steps(source, sampler, steps)
@@ -202,11 +212,7 @@ async def test_a_failed_read_ahead_behind_the_steps_is_read_again_by_the_step_th
 async def test_a_read_that_keeps_failing_fails_only_the_step_that_needs_it(
     local_shards: tuple[list[str], Path],
 ) -> None:
-    paths, index = local_shards
-    sampler = samplers()["block"]
-    first, shard = _first_group_after(sampler, 1)
-    cache = KnownFutureCache(DATASET // 2, lookahead_steps=first + 2)
-    source = FailingShards(paths, index_dir=index, cache=cache, bad=paths[shard], times=10**9)
+    source, sampler, first = _failing(local_shards, 10**9, behind_only=False)
     with anyio.fail_after(60):
         got = await _served_steps(source, sampler, range(first))  # before it: unharmed
         assert got == expected_batches(WANT, sampler, range(first))

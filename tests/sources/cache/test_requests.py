@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from aioloader.core import BlockShuffledSampler, ShuffledSampler
+from aioloader.core import BlockShuffledSampler, ShuffledSampler, plan_batch
+from aioloader.engine import DataLoader
 from aioloader.sources._tar import TarShards
 from aioloader.sources.cache import KnownFutureCache
 from tests._support.s3 import S3Info
-from tests.sources.cache.helpers import LoggedShards, run_epochs, shard_blobs, upload
+from tests.sources.cache.helpers import SEED, LoggedShards, run_epochs, shard_blobs, upload
 
 SHARDS, PER_SHARD, BATCH = 32, 128, 64
 GAP = 10_000
@@ -64,3 +65,24 @@ def test_requests_per_epoch_at_a_quarter_half_and_all_of_the_data(
         assert max(got.requests) <= 2 * SHARDS
     assert max(got.used) <= data
     assert got.fetched[0] <= sum(map(len, BLOBS))  # epoch 1: no byte of a shard twice
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["block", "global"])
+async def test_a_stream_resumed_at_three_quarters_reads_nothing_its_epoch_already_used(
+    s3_server: S3Info, s3_prefix: str, tmp_path: Path, kind: str
+) -> None:
+    keys = upload(s3_server.store(), s3_prefix, BLOBS)
+    TarShards(keys, s3_server.store(), index_dir=tmp_path)  # the cache starts empty
+    cache = KnownFutureCache(sum(map(len, BLOBS)) // 4, coalesce_gap=0)
+    source = LoggedShards(keys, s3_server.store(), index_dir=tmp_path, cache=cache)
+    sampler = _sampler(kind)
+    steps = sampler.steps_per_epoch
+    middle = 3 * steps // 4
+    loader = DataLoader(source, sampler, len, seed=SEED)
+    async with loader.stream(middle, steps) as batches:
+        sizes = [size async for size in batches]
+    assert sizes == [BATCH] * (steps - middle)
+    carried = {u for key, start, end in source.log for u in source.indices_within(key, start, end)}
+    after = {int(i) for g in range(middle, steps) for i in plan_batch(sampler, SEED, g).indices}
+    assert carried == after  # every sample the rest of the epoch uses, and no other
