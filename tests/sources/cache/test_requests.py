@@ -74,7 +74,7 @@ async def test_a_stream_resumed_at_three_quarters_reads_nothing_its_epoch_alread
 ) -> None:
     keys = upload(s3_server.store(), s3_prefix, BLOBS)
     TarShards(keys, s3_server.store(), index_dir=tmp_path)  # the cache starts empty
-    cache = KnownFutureCache(sum(map(len, BLOBS)) // 4, coalesce_gap=0)
+    cache = KnownFutureCache(sum(map(len, BLOBS)) // 4, coalesce_gap=GAP)
     source = LoggedShards(keys, s3_server.store(), index_dir=tmp_path, cache=cache)
     sampler = _sampler(kind)
     steps = sampler.steps_per_epoch
