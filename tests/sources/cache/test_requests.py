@@ -10,6 +10,7 @@ the cache holds at the step, never of timing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,10 @@ def test_requests_per_epoch_at_a_quarter_half_and_all_of_the_data(
     assert got.fetched[0] <= sum(map(len, BLOBS))  # epoch 1: no byte of a shard twice
 
 
+def _count(samples: Sequence[Any]) -> int:
+    return len(samples)
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["block", "global"])
 async def test_a_stream_resumed_at_three_quarters_reads_nothing_its_epoch_already_used(
@@ -79,7 +84,7 @@ async def test_a_stream_resumed_at_three_quarters_reads_nothing_its_epoch_alread
     sampler = _sampler(kind)
     steps = sampler.steps_per_epoch
     middle = 3 * steps // 4
-    loader = DataLoader(source, sampler, len, seed=SEED)
+    loader: DataLoader[Any, int] = DataLoader(source, sampler, _count, seed=SEED)
     async with loader.stream(middle, steps) as batches:
         sizes = [size async for size in batches]
     assert sizes == [BATCH] * (steps - middle)
