@@ -73,7 +73,7 @@ class ReadAhead:
             return self._make_room(size, later, stream, chosen.job, wanted)
 
         taker = RunTaker(
-            (step, soon),
+            (step, lambda later: stream.time(later + reach.lookahead_steps)),
             free,
             functools.partial(size_of, source),
             functools.partial(held.plans.next_use, passes=False),

@@ -15,9 +15,11 @@ and gives it back as the steps use them. The trade, decided here:
   use comes after the run's last use (``last_use``), furthest first: those kept for the
   next epoch's late steps. Whole, while its epoch has displaced fewer kept bytes than the
   memory bound (``Displaced``); else cut to the samples needed within ``lookahead_steps``
-  (``soon_part``: for a block shuffle, the whole group's part of the shard). Those are the
-  bytes this costs (a few per cent of the optimum: the entries of a later epoch that the
-  runs displace); what it buys is one request for the shard instead of one per sample (a
+  of the step it is read for, not of the step being read (``soon_part``: for a block
+  shuffle, the whole group's part of the shard, even for a group of 16 steps read two
+  steps before it starts). Those are the bytes
+  this costs (a few per cent of the optimum: the entries of a later epoch that the runs
+  displace); what it buys is one request for the shard instead of one per sample (a
   global shuffle needs few samples of a shard within the lookahead, so its cut runs are
   short). Halving (``fitting``) is the last resort, when even that finds no room.
 - **Contiguous entries.** Memory ranks next uses within half the lookahead alike and
@@ -60,8 +62,8 @@ class RunTaker:
     """Room for the runs a step reads ahead, by the rules above.
 
     Args:
-        steps: ``(step, soon)``: the step being read, and the time (on the cache's clock)
-            up to which a run at need keeps its samples.
+        steps: ``(step, soon)``: the step being read, and ``soon(later)``, the time (on the
+            cache's clock) up to which a run at need for step ``later`` keeps its samples.
         free: Whether a sample is to be read (not held, not on its way).
         size_of: A sample's bytes.
         next_use: A sample's next use by the plans (the cache's clock).
@@ -74,7 +76,7 @@ class RunTaker:
 
     def __init__(
         self,
-        steps: tuple[int, int],
+        steps: tuple[int, Callable[[int], int]],
         free: Callable[[int], bool],
         size_of: Callable[[int], int],
         next_use: Callable[[int], int],
@@ -96,7 +98,7 @@ class RunTaker:
             return []
         if self._whole() and self._room(run, later, last_use(run, self._use_of)):
             return self._taken
-        part = soon_part(run, unit, self._soon, self._use_of)
+        part = soon_part(run, unit, self._soon(later), self._use_of)
         fits = fitting(part, unit, lambda p: self._room(p, later, last_use(p, self._use_of)))
         return self._taken if fits else []
 
