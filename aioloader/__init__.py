@@ -54,6 +54,7 @@ from .core import TreeCollator as TreeCollator
 from .core import WeightedRandomSampler as WeightedRandomSampler
 from .core import default_collate as default_collate
 from .core import load_kernels as load_kernels
+from .core import shard_pieces as shard_pieces
 from .core import takes_key as takes_key
 from .core import takes_plan as takes_plan
 from .core import takes_rng as takes_rng
@@ -154,6 +155,7 @@ __all__ = (
     "decode_npy",
     "default_collate",
     "load_kernels",
+    "shard_pieces",
     "takes_key",
     "takes_plan",
     "takes_rng",

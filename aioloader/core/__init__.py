@@ -12,6 +12,7 @@ from ._autotune import TunerState as TunerState
 from ._autotune import Window as Window
 from ._autotune import tune as tune
 from ._block_sampler import BlockShuffledSampler as BlockShuffledSampler
+from ._block_sampler import shard_pieces as shard_pieces
 from ._check import as_int as as_int
 from ._check import at_least as at_least
 from ._check import at_least_or_none as at_least_or_none
@@ -153,6 +154,7 @@ __all__ = (
     "plan_batch",
     "rgb8_to_planar",
     "sampler_identity",
+    "shard_pieces",
     "split_global_step",
     "takes_key",
     "takes_plan",

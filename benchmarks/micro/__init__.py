@@ -40,6 +40,7 @@ MODULES = (
     "soak_ingest",
     "transform_rng",
     "trickle_ingest",
+    "w6_ceiling",
     "weighted_sampler",
 )
 

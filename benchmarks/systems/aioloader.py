@@ -99,6 +99,8 @@ def tar_loader(
     )
     if spec.get("sampler") == "block":
         sizes = [len(index.samples) for index in shards.indices]
+        if spec.get("piece"):
+            sizes = aioloader.shard_pieces(sizes, spec["piece"])
         window = spec.get("window", 4)
         sampler: Any = aioloader.BlockShuffledSampler(
             sizes, spec["batch"], window=window, drop_last=True

@@ -18,6 +18,9 @@ from workloads import w6_object_storage as w6
 NAME = "W6L"
 OPT_IN = True  # minutes; LitData and Mosaic installed by hand
 SHARD_BYTES = 64_000_000
+PIECE = 256
+"""Samples per piece in the rows over pieces: W6's shards of 256 (16 MB), so that a block of
+four mixes as W6's does, and WebDataset's ``shuffle(1000)``."""
 TITLE = (
     "W6 with shards of 64 MB in every format (4 for 4,096 JPEGs): tars, "
     "LitData chunks, MDS shards; +20 ms per request; cold epoch"
@@ -36,7 +39,12 @@ def config(quick: bool) -> w6.W6Config:
     size = 8_000_000 if quick else SHARD_BYTES
     images = 512 if quick else 4096
     return w6.W6Config(
-        images=images, direct=False, shard_bytes=size, on_the_fly=False, workload=NAME
+        images=images,
+        direct=False,
+        shard_bytes=size,
+        on_the_fly=False,
+        workload=NAME,
+        piece=PIECE // 8 if quick else PIECE,
     )
 
 

@@ -44,7 +44,12 @@ def test_w6l_is_named_only_and_reads_shards_of_64_mb_on_the_relayed_path() -> No
         w6.GLOBAL_CACHED,
         "aioloader TarShards, block shuffle (window 4 shards)",
         w6.BLOCK_CACHED,
+        "aioloader TarShards, block shuffle (window 4 pieces of 256)",
+        w6.PIECES_CACHED,
     ]
+    pieces = dict(w6.rows(cfg, True, ["k"], "/index", 1000))[w6.PIECES_CACHED]
+    assert (pieces["sampler"], pieces["window"], pieces["piece"]) == ("block", 4, 256)
+    assert w6l.config(True).piece == 32
     direct = [name for name, _ in w6.rows(w6.W6Config(), False, ["k"], "/index", 1000)]
     assert direct == [*names[:4], names[5]]  # the repository's W6 read directly: no cache
 
@@ -94,15 +99,21 @@ def test_w6_targets_give_exact_verdicts_from_made_up_results() -> None:
         row(w6.GLOBAL_CACHED, "aioloader", 420, 0.3, 0.5, 0.5),
         row(block_row, "aioloader", 362, 0.4, 0.4, 0.9),
         row(w6.BLOCK_CACHED, "aioloader", 700, 0.33, 0.4, 0.1, shards=5, **{"requests/epoch": 7}),
+        row(w6.PIECES_CACHED, "aioloader", 600, 0.3, 0.3, 0.1, pieces=16, **{"requests/epoch": 30}),
         _case(w6, "direct: LitData, 2 workers", "litdata", 9000),  # not the +20 ms path
     ]
     found = [(t["target"], t["measured"], t["met"]) for t in w6l.targets(cases)]
-    block, glob = w6.BLOCK_CACHED, w6.GLOBAL_CACHED
+    block, glob, pieces = w6.BLOCK_CACHED, w6.GLOBAL_CACHED, w6.PIECES_CACHED
     assert found == [
         (
             "W6L: block shuffle + cache images/s >= 1.2x best peer",
             f"1.25x (+20 ms: {block} 700 vs {lit} 560)",
             True,
+        ),
+        (
+            "W6L: block over pieces + cache images/s >= 1.2x best peer",
+            f"1.07x (+20 ms: {pieces} 600 vs {lit} 560)",
+            False,
         ),
         (
             "W6L: global shuffle images/s >= 1.0x best peer",
@@ -111,6 +122,7 @@ def test_w6_targets_give_exact_verdicts_from_made_up_results() -> None:
         ),
         (f"W6L: {glob}: first batch <= 0.6x best peer", f"0.50x (0.3 s vs {web} 0.6 s)", True),
         (f"W6L: {block}: first batch <= 0.6x best peer", f"0.55x (0.33 s vs {web} 0.6 s)", True),
+        (f"W6L: {pieces}: first batch <= 0.6x best peer", f"0.50x (0.3 s vs {web} 0.6 s)", True),
         (
             f"W6L: {glob}: first batch after resume at 75% <= 0.6x best peer",
             f"0.62x (0.5 s vs {lit} 0.8 s)",  # WebDataset has no resume: left out
@@ -119,6 +131,11 @@ def test_w6_targets_give_exact_verdicts_from_made_up_results() -> None:
         (
             f"W6L: {block}: first batch after resume at 75% <= 0.6x best peer",
             f"0.50x (0.4 s vs {lit} 0.8 s)",
+            True,
+        ),
+        (
+            f"W6L: {pieces}: first batch after resume at 75% <= 0.6x best peer",
+            f"0.37x (0.3 s vs {lit} 0.8 s)",
             True,
         ),
         (
@@ -142,9 +159,19 @@ def test_w6_targets_give_exact_verdicts_from_made_up_results() -> None:
             True,
         ),
         (
+            f"W6L: {pieces}: S3 CPU per 1,000 images <= best peer's",
+            f"0.59x (0.1 s vs {lit} 0.17 s)",
+            True,
+        ),
+        (
             "W6L: block shuffle + cache requests/epoch <= 1.5x the number of shards",
             f"7 requests for 5 shards (1.40x); fewest of the peers: {web} 5",
             True,
+        ),
+        (
+            "W6L: block over pieces + cache requests/epoch <= 1.5x the number of pieces",
+            f"30 requests for 16 pieces (1.88x); fewest of the peers: {web} 5",
+            False,
         ),
     ]
     assert w6.targets(cases) == []  # W6's own targets see only W6's rows

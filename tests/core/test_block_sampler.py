@@ -22,6 +22,7 @@ from aioloader.core import (
 )
 from aioloader.core._block_sampler import (
     shard_ids_of,
+    shard_pieces,
 )
 
 
@@ -198,3 +199,34 @@ def test_bad_positions_and_repr() -> None:
     empty = BlockShuffledSampler([1, 1], 3)
     assert empty.steps_per_epoch == 0
     assert empty.batch_sizes == frozenset()
+
+
+def test_shard_pieces_cut_each_shard_into_consecutive_pieces() -> None:
+    assert shard_pieces([5, 0, 3], 2) == [2, 2, 1, 0, 2, 1]
+    assert shard_pieces([1024, 1024, 1024, 1000], 256) == [256] * 15 + [232]
+    assert shard_pieces([7], 7) == [7]
+
+
+def test_a_block_shuffle_over_pieces_reads_each_piece_within_its_block() -> None:
+    """Pieces of large shards laid end to end are the shards' own indices: every item once
+    an epoch, and a batch draws from at most two blocks of ``window`` pieces."""
+    shards = [40, 40, 23]
+    pieces = shard_pieces(shards, 8)
+    sampler = BlockShuffledSampler(pieces, 8, window=2, drop_last=False)
+    assert sorted(_epoch(sampler, 3, 0)) == list(range(sum(shards)))
+    for step in range(sampler.steps_per_epoch):
+        assert len(set(shard_ids_of(sampler.indices(3, 0, step), pieces).tolist())) <= 4
+
+
+@pytest.mark.parametrize(
+    ("sizes", "at_most", "message"),
+    [
+        ([4], 0, "at_most must be"),
+        ([4], True, "at_most"),
+        ([-1], 2, r"shard_sizes\[0\]"),
+        ([[1]], 2, "shard_sizes"),
+    ],
+)
+def test_shard_pieces_refuses_bad_input(sizes: Any, at_most: Any, message: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        shard_pieces(sizes, at_most)
