@@ -188,7 +188,7 @@ class KnownFutureCache:
         """Read stream ``stream``'s batches in the order of ``sampler`` from ``start_step`` on.
 
         The loader calls it (in a worker thread, blocking) when a stream starts; entries
-        already held are kept. It computes the plan's first window; later windows are
+        already held are kept. It computes the plan's first two windows; later windows are
         computed in worker threads while batches are read. With ``stop_step`` (the stream's
         end) nothing past it is planned or read ahead, and the plan is removed once its
         last step is read; the stream is then expected back (the first horizon of its next

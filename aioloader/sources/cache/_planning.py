@@ -21,7 +21,12 @@ from ._planner import HorizonPlanner
 from ._plans import PlannedStream
 from ._turns import Turn, on_the_loop
 
-__all__ = ("Horizon", "Planning")
+__all__ = ("FIRST_WINDOWS", "Horizon", "Planning")
+
+FIRST_WINDOWS = 2
+"""Windows a plan computes before its first step (a window spans at least the lookahead):
+that step's read-ahead knows every step it may read for, so its runs cover whole shards
+(with one window, a block straddling the window's end was read a few samples a request)."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,10 @@ class Planning:
             slack=max(256, 4 * horizon.lookahead_steps),
             stop_step=stop,
         )
-        first = planner.wanted_window()
-        assert first is not None
-        known = planner.extend(first)
+        for _ in range(FIRST_WINDOWS):
+            first = planner.wanted_window()
+            if first is not None:
+                planner.install(planner.extend(first))
         after = None
         if planner.stop is not None and planner.stop > planner.start:  # the next pass
             after = HorizonPlanner(
@@ -73,7 +79,7 @@ class Planning:
             )
             after.fill()
         key = (id(sampler), seed) if stream is None else stream
-        on_the_loop(self._register, key, planner, known, after)
+        on_the_loop(self._register, key, planner, after)
         return key
 
     def unplan(self, stream: Hashable) -> bool:
@@ -81,9 +87,9 @@ class Planning:
         return bool(on_the_loop(self._unregister, stream))
 
     def _register(
-        self, key: Hashable, planner: HorizonPlanner, known: Any, after: HorizonPlanner | None
+        self, key: Hashable, planner: HorizonPlanner, after: HorizonPlanner | None
     ) -> None:
-        units = planner.install(known)
+        units = planner.known_units()
         self._rerank(units, self.held.plans.add(key, planner, self.held.now, after))
 
     def _unregister(self, key: Hashable) -> bool:
@@ -95,7 +101,7 @@ class Planning:
         return True
 
     def _rerank(self, fresh: list[int], new: PlannedStream | None) -> None:
-        """Rank every entry again (``fresh``: the ``new`` plan's first window, as used
+        """Rank every entry again (``fresh``: the ``new`` plan's first windows, as used
         now); read-ahead no plan needs is dropped."""
         for unit in self.held.rerank(fresh, new):
             self.held.drop_ahead(unit)  # read ahead for a plan that is gone

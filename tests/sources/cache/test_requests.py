@@ -42,12 +42,12 @@ def _sampler(kind: str) -> Any:
 # [1551, 1136, 1094], [1551, 0, 0]; 4777ab2, before whole runs at need displaced kept
 # entries: global [2668, 1976, 2001], [2184, 1345, 1351])
 REQUESTS = {
-    ("block", 0.25): [32, 27, 33],
+    ("block", 0.25): [32, 26, 31],
     ("block", 0.5): [32, 18, 20],
     ("block", 1.0): [32, 0, 0],
-    ("global", 0.25): [2150, 1679, 1551],
-    ("global", 0.5): [1509, 1004, 952],
-    ("global", 1.0): [1543, 0, 0],
+    ("global", 0.25): [1780, 1707, 1551],
+    ("global", 0.5): [1440, 982, 953],
+    ("global", 1.0): [1458, 0, 0],
 }
 
 
@@ -71,10 +71,13 @@ def test_requests_per_epoch_at_a_quarter_half_and_all_of_the_data(
 # A group as large as the cache (W6's shape, 4 x 16 MB against 59 MB): 16 shards of 256
 # samples, a group of four read over 16 steps. Requests in epochs 1, 2, 3 (169adfb, before
 # a run at need kept the samples needed soon after the step it is read for, not after the
-# step being read: 25% [115, 210, 232]).
+# step being read: 25% [115, 210, 232]; at a128d62, before a plan started with two windows:
+# 25% [33, 30, 35]). Not yet few: epoch 3 at 25% and epoch 2 at 50%, where shards are partly
+# held and the samples missing between held ones are read a few a request at need (a run
+# passes over held bytes only up to a quarter of its own: ``_room.PASS_OVER``).
 LARGE_SHARDS, LARGE_PER_SHARD = 16, 256
 LARGE_BLOBS = shard_blobs(LARGE_SHARDS, LARGE_PER_SHARD, seed=36, sizes=(1000, 4000))
-LARGE_REQUESTS = {0.25: [33, 30, 35], 0.5: [16, 103, 23]}
+LARGE_REQUESTS = {0.25: [33, 30, 68], 0.5: [16, 103, 23]}
 
 
 @pytest.mark.parametrize("fraction", list(LARGE_REQUESTS), ids=str)
