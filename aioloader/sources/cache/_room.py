@@ -17,11 +17,11 @@ and gives it back as the steps use them. The trade, decided here:
   memory bound (``Displaced``); else cut to the samples needed within ``lookahead_steps``
   of the step it is read for, not of the step being read (``soon_part``: for a block
   shuffle, the whole group's part of the shard, even for a group of 16 steps read two
-  steps before it starts). Those are the bytes
-  this costs (a few per cent of the optimum: the entries of a later epoch that the runs
-  displace); what it buys is one request for the shard instead of one per sample (a
-  global shuffle needs few samples of a shard within the lookahead, so its cut runs are
-  short). Halving (``fitting``) is the last resort, when even that finds no room.
+  steps before it starts). Those are the bytes this costs (a few per cent of the optimum:
+  the entries of a later epoch that the runs displace); what it buys is one request for
+  the shard instead of one per sample (a global shuffle needs few samples of a shard
+  within the lookahead, so its cut runs are short). Halving (``fitting``) is the last
+  resort, when even that finds no room.
 - **Contiguous entries.** Memory ranks next uses within half the lookahead alike and
   evicts a contiguous run among them (``EvictionOrder`` with a span), so what the next
   epoch misses are whole runs, not holes; the disk tier ranks a whole horizon alike, so
