@@ -265,8 +265,10 @@ def test_entries_of_an_earlier_run_make_room_for_what_a_new_plan_needs(
         LoggedShards(paths, index_dir=index, cache=first), _Subset(a, 16), 1, backend=backend
     )
     assert first.statistics().disk_bytes == bytes_a  # the bound is full
-    # run 2: another subset; its plan (two epochs) lies within the horizon (64 steps)
-    second = KnownFutureCache(1, window_steps=16, horizon_windows=4, **options)
+    # run 2: another subset; its plan (two epochs, 48 steps) is one window, known before its
+    # first read (with later windows computed in threads as reads go on, whether a sample
+    # read in epoch 1 is known to be needed in epoch 2 when it arrives is a race)
+    second = KnownFutureCache(1, window_steps=64, horizon_windows=1, **options)
     source = LoggedShards(paths, index_dir=index, cache=second)
     assert second.statistics().disk_bytes == bytes_a
     sampler = _Subset(b, 16)
