@@ -204,24 +204,45 @@ def build_batch(
     transform receives its rng; the per-slot keys are derived only when it does.
     """
     if transform is not None:
-        if takes_rng is None:
-            takes_rng = transform_takes_rng(transform)
-        slot = 0
-        try:
-            if takes_rng:
-                rngs = sample_rngs(plan.transform_keys().tolist())
-                transformed = [
-                    transform(sample, rngs[slot := index]) for index, sample in enumerate(samples)
-                ]
-            else:
-                transformed = []
-                append = transformed.append
-                for slot, sample in enumerate(samples):  # noqa: B007 - read on error
-                    append(transform(sample))
-        except Exception as error:
-            _transform_note(error, plan, slot)
-            raise
-        samples = transformed
+        samples = transform_slots(plan, samples, 0, len(samples), transform, takes_rng)
+    return collate_batch(plan, samples, collator)
+
+
+def transform_slots(
+    plan: BatchPlan,
+    samples: Sequence[Any],
+    start: int,
+    stop: int,
+    transform: Transform,
+    takes_rng: bool | None = None,
+) -> list[Any]:
+    """The transform of slots ``[start, stop)`` of ``plan`` (``samples`` holds every slot):
+    a part of ``build_batch``, so that several threads may share one batch."""
+    if takes_rng is None:
+        takes_rng = transform_takes_rng(transform)
+    transformed: list[Any] = []
+    append = transformed.append
+    slot = start
+    try:
+        if takes_rng:
+            rngs = sample_rngs(plan.transform_keys()[start:stop].tolist())
+            for slot in range(start, stop):
+                append(transform(samples[slot], rngs[slot - start]))
+        else:
+            for slot in range(start, stop):
+                append(transform(samples[slot]))
+    except Exception as error:
+        _transform_note(error, plan, slot)
+        raise
+    return transformed
+
+
+def collate_batch(
+    plan: BatchPlan,
+    samples: Sequence[Any],
+    collator: Callable[[Sequence[Any], BatchPlan], Any],
+) -> Any:
+    """``collator(samples, plan)``, an error noting the step and its dataset indices."""
     try:
         return collator(samples, plan)
     except Exception as error:

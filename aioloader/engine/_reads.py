@@ -33,7 +33,9 @@ BatchReader = Callable[[BatchPlan, anyio.abc.TaskGroup], Awaitable[list[Any]]]
 class ChunkRunner(Protocol):
     """Runs a blocking function in one of the stream's build threads."""
 
-    async def run(self, function: Callable[..., Any], *args: Any) -> Any: ...
+    async def run(
+        self, function: Callable[..., Any], *args: Any, priority: int | None = None
+    ) -> Any: ...
 
 
 def add_slot_note(error: BaseException, plan: BatchPlan, slot: int | None) -> None:
@@ -422,7 +424,12 @@ def _thread_reader(
             async def read_part(part: int) -> None:
                 try:
                     results[part] = await threads.run(
-                        read_chunk, getter, plan, edges[part], edges[part + 1]
+                        read_chunk,
+                        getter,
+                        plan,
+                        edges[part],
+                        edges[part + 1],
+                        priority=plan.global_step,
                     )
                 except Exception as error:
                     errors[part] = error

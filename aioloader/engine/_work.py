@@ -33,6 +33,7 @@ from ._plans import PlanAhead
 from ._processes import ProcessBuilders
 from ._reads import BatchReader, ReadBound, add_slot_note, make_batch_reader, make_sample_reader
 from ._ring import PrefetchRing
+from ._shared_build import SharedBuilds
 from ._threads import BuildThreads
 from ._worker_pool import WorkerPool
 
@@ -121,6 +122,7 @@ class StreamWork(Generic[BatchT]):
         self._scope: anyio.CancelScope | None = None
         self._cancelled = False
         self._threads: BuildThreads | None = None
+        self._shared: SharedBuilds | None = None  # builds on the threads, split when idle
         self._inline = False  # build when taken, with threads kept for reads (auto at 0)
         self._builders: anyio.abc.TaskGroup | None = None  # where retune adds builders
         self._builder_count = 0
@@ -304,6 +306,8 @@ class StreamWork(Generic[BatchT]):
             starter = feed_starter(config, workers, self._processes)
         if starter is None and workers > 0 and config.executor == "thread":
             self._threads = BuildThreads(workers)
+            ring = self.ring
+            self._shared = SharedBuilds(config, self._threads, lambda: ring.next_to_take)
         self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
         plan_reads = getattr(config.dataset, "plan_reads", None)
         if callable(plan_reads):  # a source that reads by the plan: off the loop
@@ -453,11 +457,9 @@ class StreamWork(Generic[BatchT]):
             return _never_loading(
                 build_batch, plan, samples, config.transform, config.collator, config.takes_rng
             )
-        args = (plan, samples, config.transform, config.collator, config.takes_rng)
-        if self.tuner is not None:  # auto: every build on a thread is timed
-            meter = self.tuner.meter
-            return await self._threads.run(meter.timed, build_batch, *args, discard=release_batch)
-        return await self._threads.run(build_batch, *args, discard=release_batch)
+        assert self._shared is not None
+        timer = None if self.tuner is None else self.tuner.meter.timed  # auto: every job timed
+        return await self._shared.build(plan, samples, timer)
 
     async def _read_repaired(
         self, plan: BatchPlan, group: anyio.abc.TaskGroup, repairs: StepRepairs

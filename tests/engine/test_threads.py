@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -112,3 +113,51 @@ async def test_leaving_a_stream_early_waits_only_for_the_running_build() -> None
     assert zero.released is False  # step 0 is the consumer's
     assert all(b.released for b in collator.built if b is not zero)  # every other was released
     assert loader.statistics().reads_in_flight == 0
+
+
+async def test_a_free_thread_takes_the_lowest_step_first_unprioritised_jobs_before_all() -> None:
+    threads = BuildThreads(1)
+    ran: list[str] = []
+    entered, gate = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        entered.set()
+        gate.wait(timeout=60)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(threads.run, blocker)
+        await anyio.to_thread.run_sync(entered.wait)
+        queued: list[tuple[str, int | None]] = [
+            ("step 5", 5),
+            ("plan", None),
+            ("step 2 a", 2),
+            ("step 9", 9),
+            ("step 2 b", 2),
+        ]
+        for name, priority in queued:
+            group.start_soon(functools.partial(threads.run, ran.append, name, priority=priority))
+            await anyio.wait_all_tasks_blocked()
+        assert threads.spare() == 0
+        gate.set()
+    threads.close()
+    assert ran == ["plan", "step 2 a", "step 2 b", "step 5", "step 9"]
+
+
+async def test_spare_counts_threads_neither_busy_nor_spoken_for() -> None:
+    threads = BuildThreads(3)
+    entered, gate = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        entered.set()
+        gate.wait(timeout=60)
+
+    assert threads.spare() == 3
+    async with anyio.create_task_group() as group:
+        group.start_soon(threads.run, blocker)
+        await anyio.to_thread.run_sync(entered.wait)
+        assert threads.spare() == 2
+        threads.resize(1)  # fewer threads: none spare while one is busy
+        assert threads.spare() == 0
+        gate.set()
+    threads.close()
+    assert threads.spare() == 1
