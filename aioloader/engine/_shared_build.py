@@ -4,10 +4,9 @@ A step whose samples are in waits for its transforms and its collate. When threa
 idle (the first steps, or a read-bound stream), one step's transforms split among them
 finish in a fraction of the time, so its batch is ready sooner; a busy pool builds a step
 on one thread, as splitting would only add trips through the loop. The last part to
-finish collates on its own thread. Each slot's transform
-and rng are those of ``build_batch``, so the batch is the same bit for bit, and an error
-is that of the lowest failing slot, as when one thread transforms them in order.
-"""
+finish collates on its own thread. Each slot's transform and rng are those of
+``build_batch``, so the batch is the same bit for bit, and an error is that of the lowest
+failing slot, as when one thread transforms them in order."""
 
 from __future__ import annotations
 
