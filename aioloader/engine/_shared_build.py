@@ -35,9 +35,9 @@ class SharedBuilds:
     """Builds steps on ``threads``, split among idle ones when the transforms are worth it.
 
     ``next_to_take()`` is the step the consumer receives next. The lowest step from there
-    whose samples are not in yet is the one it will wait for: while it reads, a later step
-    leaves a thread free for it (with two threads or more), and when its samples come it is
-    split among the idle threads.
+    whose samples are not in yet is the one it will wait for: while it reads, if it is the
+    consumer's next, a later step leaves a thread free for it (with two threads or more),
+    and when its samples come it is split among the idle threads.
     """
 
     def __init__(
@@ -66,10 +66,15 @@ class SharedBuilds:
             event.set()
 
     async def _wait_for_room(self, step: int) -> bool:
-        """Whether ``step`` is the awaited one, once it may start: a later step waits while
-        starting it would leave no thread for the awaited step."""
+        """Whether ``step`` is the awaited one, once it may start. A later step waits while
+        starting it would leave no thread for the awaited step, if that is the consumer's
+        next: with batches ready before it, a thread is not kept idle for it."""
         reserve = 1 if self._threads.workers > 1 else 0
-        while (awaited := self._awaited()) < step and self._threads.spare() <= reserve:
+        while (
+            (awaited := self._awaited()) < step
+            and awaited == self._next_to_take()
+            and self._threads.spare() <= reserve
+        ):
             event = anyio.Event()
             self._waiting.append(event)
             await event.wait()

@@ -156,3 +156,43 @@ async def test_a_later_step_leaves_a_thread_for_the_step_the_consumer_waits_for(
         threads.close()
     assert started == [0, 1]
     assert done == {0: [0], 1: [1]}
+
+
+async def test_no_thread_is_kept_idle_while_batches_before_the_awaited_step_are_ready() -> None:
+    threads = BuildThreads(2)
+    taken_next = [0]
+    builds = SharedBuilds(config(), threads, lambda: taken_next[0])
+    entered, gate = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        entered.set()
+        gate.wait(timeout=60)
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(threads.run, blocker)
+            await anyio.to_thread.run_sync(entered.wait)
+            plan, samples = step(0)
+            await builds.build(plan, samples, None)  # step 0 is ready: the consumer has it
+            plan, samples = step(2)  # step 1 still reads, but is not the consumer's next
+            with anyio.fail_after(10):
+                batch = await builds.build(plan, samples, None)  # on the free thread at once
+            np.testing.assert_array_equal(batch, build_batch(plan, samples, noisy, stacked, True))
+            taken_next[0] = 1  # the consumer took step 0: step 1 is now its next
+            later = anyio.Event()
+
+            async def build_three() -> None:
+                plan, samples = step(3)
+                await builds.build(plan, samples, None)
+                later.set()
+
+            group.start_soon(build_three)
+            await anyio.wait_all_tasks_blocked()
+            assert not later.is_set()  # step 3 leaves the free thread to step 1
+            plan, samples = step(1)
+            await builds.build(plan, samples, None)
+            await later.wait()
+            gate.set()
+    finally:
+        gate.set()
+        threads.close()
