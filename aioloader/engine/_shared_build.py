@@ -35,17 +35,24 @@ class SharedBuilds:
     """Builds steps on ``threads``, split among idle ones when the transforms are worth it.
 
     ``next_to_take()`` is the step the consumer receives next. The lowest step from there
-    whose samples are not in yet is the one it will wait for: while it reads, if it is the
-    consumer's next, a later step leaves a thread free for it (with two threads or more),
-    and when its samples come it is split among the idle threads.
+    whose samples are not in yet is the one it will wait for. A free thread takes the
+    lowest step queued, and the awaited step's transforms are split among idle threads
+    when its samples come. Before the stream's first batch (``first``: its start step), a
+    later step also leaves a thread free for it while it reads (with two threads or more),
+    so that the first batch never waits for a later one; after it, no thread is held idle.
     """
 
     def __init__(
-        self, config: LoaderConfig, threads: BuildThreads, next_to_take: Callable[[], int]
+        self,
+        config: LoaderConfig,
+        threads: BuildThreads,
+        next_to_take: Callable[[], int],
+        first: int,
     ) -> None:
         self._config = config
         self._threads = threads
         self._next_to_take = next_to_take
+        self._first = first
         self._seconds_per_slot: float | None = None  # the last job's, on its thread
         self._begun: set[int] = set()  # steps at or past ``next_to_take`` whose samples are in
         self._waiting: list[anyio.Event] = []
@@ -66,13 +73,12 @@ class SharedBuilds:
             event.set()
 
     async def _wait_for_room(self, step: int) -> bool:
-        """Whether ``step`` is the awaited one, once it may start. A later step waits while
-        starting it would leave no thread for the awaited step, if that is the consumer's
-        next: with batches ready before it, a thread is not kept idle for it."""
+        """Whether ``step`` is the awaited one, once it may start: before the first batch, a
+        later step waits while starting it would leave no thread for the first step."""
         reserve = 1 if self._threads.workers > 1 else 0
         while (
             (awaited := self._awaited()) < step
-            and awaited == self._next_to_take()
+            and awaited == self._first == self._next_to_take()
             and self._threads.spare() <= reserve
         ):
             event = anyio.Event()

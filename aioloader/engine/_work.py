@@ -307,7 +307,9 @@ class StreamWork(Generic[BatchT]):
         if starter is None and workers > 0 and config.executor == "thread":
             self._threads = BuildThreads(workers)
             ring = self.ring
-            self._shared = SharedBuilds(config, self._threads, lambda: ring.next_to_take)
+            self._shared = SharedBuilds(
+                config, self._threads, lambda: ring.next_to_take, self._start
+            )
         self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
         plan_reads = getattr(config.dataset, "plan_reads", None)
         if callable(plan_reads):  # a source that reads by the plan: off the loop

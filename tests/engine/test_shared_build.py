@@ -66,7 +66,7 @@ async def test_the_awaited_step_splits_among_idle_threads_into_the_same_batch() 
         used.add(threading.current_thread().name)
         return noisy(sample, rng)
 
-    builds = SharedBuilds(config(marking), threads, lambda: 4)
+    builds = SharedBuilds(config(marking), threads, lambda: 4, 4)
     assert builds.parts(SIZE, awaited=True) == 3
     assert builds.parts(SIZE, awaited=False) == 1
     assert builds.parts(1, awaited=True) == 1
@@ -84,7 +84,7 @@ async def test_the_awaited_step_splits_among_idle_threads_into_the_same_batch() 
 
 async def test_cheap_transforms_are_not_split() -> None:
     threads = BuildThreads(2)
-    builds = SharedBuilds(config(), threads, lambda: 0)
+    builds = SharedBuilds(config(), threads, lambda: 0, 0)
     plan, samples = step(0)
     try:
         await builds.build(plan, samples, None)  # its seconds per slot are now known
@@ -105,7 +105,7 @@ async def test_a_split_step_raises_the_lowest_failing_slot_as_itself() -> None:
 
     plan, samples = step(2)
     threads = BuildThreads(3)
-    builds = SharedBuilds(config(fails), threads, lambda: 2)
+    builds = SharedBuilds(config(fails), threads, lambda: 2, 2)
     try:
         assert builds.parts(SIZE, awaited=True) == 3
         with pytest.raises(KeyError) as caught:
@@ -128,7 +128,7 @@ async def test_a_later_step_leaves_a_thread_for_the_step_the_consumer_waits_for(
         started.append(plan.global_step)
         return [plan.global_step]
 
-    builds = SharedBuilds(config(recording, takes_plan(collate)), threads, lambda: 0)
+    builds = SharedBuilds(config(recording, takes_plan(collate)), threads, lambda: 0, 0)
     entered, gate = threading.Event(), threading.Event()
 
     def blocker() -> None:
@@ -158,10 +158,10 @@ async def test_a_later_step_leaves_a_thread_for_the_step_the_consumer_waits_for(
     assert done == {0: [0], 1: [1]}
 
 
-async def test_no_thread_is_kept_idle_while_batches_before_the_awaited_step_are_ready() -> None:
+async def test_after_the_first_batch_no_thread_is_kept_idle() -> None:
     threads = BuildThreads(2)
     taken_next = [0]
-    builds = SharedBuilds(config(), threads, lambda: taken_next[0])
+    builds = SharedBuilds(config(), threads, lambda: taken_next[0], 0)
     entered, gate = threading.Event(), threading.Event()
 
     def blocker() -> None:
@@ -173,25 +173,12 @@ async def test_no_thread_is_kept_idle_while_batches_before_the_awaited_step_are_
             group.start_soon(threads.run, blocker)
             await anyio.to_thread.run_sync(entered.wait)
             plan, samples = step(0)
-            await builds.build(plan, samples, None)  # step 0 is ready: the consumer has it
-            plan, samples = step(2)  # step 1 still reads, but is not the consumer's next
+            await builds.build(plan, samples, None)
+            taken_next[0] = 1  # the consumer took step 0; step 1 still reads
+            plan, samples = step(3)
             with anyio.fail_after(10):
                 batch = await builds.build(plan, samples, None)  # on the free thread at once
             np.testing.assert_array_equal(batch, build_batch(plan, samples, noisy, stacked, True))
-            taken_next[0] = 1  # the consumer took step 0: step 1 is now its next
-            later = anyio.Event()
-
-            async def build_three() -> None:
-                plan, samples = step(3)
-                await builds.build(plan, samples, None)
-                later.set()
-
-            group.start_soon(build_three)
-            await anyio.wait_all_tasks_blocked()
-            assert not later.is_set()  # step 3 leaves the free thread to step 1
-            plan, samples = step(1)
-            await builds.build(plan, samples, None)
-            await later.wait()
             gate.set()
     finally:
         gate.set()
