@@ -67,19 +67,30 @@ class Behind:
                 for unit, pending in ahead.items():
                     self._held.release(unit, pending)
 
-    def hand_over(self, ahead: dict[int, Pending], by: Hashable) -> bool:
-        """Fetch ``ahead`` (read ahead for stream ``by``) behind the step; False when no
-        server runs on this loop (the step then fetches it itself)."""
+    def hand_over(
+        self, ahead: dict[int, Pending], by: Hashable, after: anyio.Event | None = None
+    ) -> bool:
+        """Fetch ``ahead`` (read ahead for stream ``by``) behind the step, once ``after`` is
+        set if given; False when no server runs on this loop (the step then fetches it
+        itself)."""
         servers = self._servers.get()
         if not servers:
             return False
         group, handed, context = servers[-1]
         handed[id(ahead)] = ahead
-        context.run(group.start_soon, self._fetch, ahead, by, handed)
+        context.run(group.start_soon, self._fetch, ahead, by, handed, after)
         return True
 
-    async def _fetch(self, ahead: dict[int, Pending], by: Hashable, handed: _Handed) -> None:
+    async def _fetch(
+        self,
+        ahead: dict[int, Pending],
+        by: Hashable,
+        handed: _Handed,
+        after: anyio.Event | None,
+    ) -> None:
         try:
+            if after is not None:
+                await after.wait()
             await self._fetcher.fetch({}, ahead, by, behind=True)
         except Exception as error:  # its samples are released: their steps read them
             logger.info("aioloader: a read-ahead fetch failed (its steps read again): %r", error)

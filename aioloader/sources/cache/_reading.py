@@ -161,22 +161,27 @@ class BatchRead:
                 group.start_soon(noting, failures, parts.planning.extend, each)
             if self.on_disk:
                 group.start_soon(noting, failures, self._read_disk)
-            exact = self._hand_over()
-            if self.claimed or self.ahead:
-                try:
+            own = anyio.Event()  # set when this step's own samples are in
+            exact = self._hand_over(own)
+            try:
+                if self.claimed or self.ahead:
                     fetch = parts.fetcher.fetch(self.claimed, self.ahead, self.by, exact=exact)
                     self.found |= await fetch
-                except Exception as error:
-                    failures.insert(0, error)
+            except Exception as error:
+                failures.insert(0, error)
+            finally:
+                own.set()
         if failures:
             raise failures[0]
 
-    def _hand_over(self) -> bool:
+    def _hand_over(self, own: anyio.Event) -> bool:
         """Read ahead behind the steps, where a server runs: the runs for later steps, and
         at the stream's first step (cold, or resumed) the long runs of its misses too (over
         ``SPLIT_REQUESTS`` requests' worth of bytes), so that the first batch reads its own
         samples exactly; True when some were. (The steps read with it find their samples
-        on their way in those runs.)"""
+        on their way in those runs.) At the first step the read-ahead starts once ``own``
+        is set (its own samples are in): it would share the bandwidth and the CPU with
+        them."""
         parts, stream = self.parts, self.stream
         ramp = stream is not None and self.step == stream.planner.start
         sizes: dict[int, int] = {}
@@ -189,7 +194,7 @@ class BatchRead:
             for unit, pending in self.ahead.items()
             if pending.run not in self.claimed or pending.run in split
         }
-        if not behind or not parts.behind.hand_over(behind, self.by):
+        if not behind or not parts.behind.hand_over(behind, self.by, own if ramp else None):
             return False
         for unit in behind:  # the server fetches (and releases) them now
             del self.ahead[unit]

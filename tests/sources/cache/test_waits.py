@@ -165,3 +165,59 @@ def test_without_a_server_no_cached_step_awaits_more_reads_than_without_a_cache(
         (g, c, p) for g, ((c, _), (p, _)) in enumerate(zip(cached, plain, strict=True)) if c > p
     ]
     assert over == []  # (step, awaited with the cache, without)
+
+
+class OrderedShards(DelayedShards):
+    """``DelayedShards`` that also notes when each request begins and ends, in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.events: list[tuple[str, int]] = []
+        super().__init__(*args, **kwargs)
+
+    async def read_range(self, key: str, start: int, end: int) -> bytes:
+        number = len(self.requests)
+        self.events.append(("begin", number))
+        try:
+            return await super().read_range(key, start, end)
+        finally:
+            self.events.append(("end", number))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("kind", ["block", "global"])
+def test_the_first_step_reads_its_own_samples_before_any_read_ahead_begins(
+    tmp_path: Path, kind: str, backend: str
+) -> None:
+    store = MemoryStore()
+    keys = upload(store, "", BLOBS)
+    sampler = (
+        BlockShuffledSampler([PER_SHARD] * SHARDS, BATCH, window=4, drop_last=True)
+        if kind == "block"
+        else ShuffledSampler(SHARDS * PER_SHARD, BATCH)
+    )
+    TarShards(keys, store, index_dir=tmp_path)  # saved indices: the cache starts empty
+    cache = KnownFutureCache(sum(len(blob) for blob in BLOBS) // 4)
+    source = OrderedShards(keys, store, index_dir=tmp_path, cache=cache)
+    source.plan_reads(sampler, SEED, 0, sampler.steps_per_epoch)
+
+    async def first_two_steps() -> None:
+        async with anyio.create_task_group() as behind:
+            await behind.start(source.serve_reads)
+            for g in (0, 1):  # step 1 waits for samples the read-ahead carries
+                STEP.set(g)
+                await source.get_samples(plan_batch(sampler, SEED, g).indices.tolist())
+            behind.cancel_scope.cancel()
+
+    anyio.run(first_two_steps, backend=backend)
+    began_by = {number: request[3] for number, request in enumerate(source.requests)}
+    own = {number for number, step in began_by.items() if step == 0}
+    ahead = {number for number, step in began_by.items() if step is None}
+    assert own  # step 0 read its own samples exactly ...
+    assert ahead  # ... and handed the long runs to the server
+    last_own_end = max(
+        at for at, (what, n) in enumerate(source.events) if what == "end" and n in own
+    )
+    first_ahead = min(
+        at for at, (what, n) in enumerate(source.events) if what == "begin" and n in ahead
+    )
+    assert last_own_end < first_ahead
