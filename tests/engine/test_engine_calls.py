@@ -30,8 +30,10 @@ SHORT, LONG = 4, 20
 ITEMS = 4096
 # Calls per step of 32 samples at workers=0, from a list (read inline) and from an async
 # get_sample that returns at once. Measured: asyncio 103-104, uvloop 86-87, trio 116-131,
-# the sync facade 95-114 (c5a98dd: 130-161, 112-144, 153-182, 128-159).
-STEP_BOUND = {"asyncio": 120, "asyncio+uvloop": 100, "trio": 145}
+# the sync facade 95-114 (c5a98dd: 130-161, 112-144, 153-182, 128-159). Trio's run queue
+# makes its count vary: 110-138 here in 8 runs, 147.1 once in a clean-clone CI run with
+# coverage, so its bound only catches a step that grows a lot.
+STEP_BOUND = {"asyncio": 120, "asyncio+uvloop": 100, "trio": 165}
 SYNC_STEP_BOUND = 122  # the sync facade (iter_sync, asyncio with uvloop)
 # Calls per sample, with the reads' slice of the loop frozen (``timeless_reads``): a list's
 # reads make none (c5a98dd: 1, a check for a coroutine), an async read none either; measured
