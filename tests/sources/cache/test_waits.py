@@ -200,15 +200,20 @@ def test_the_first_step_reads_its_own_samples_before_any_read_ahead_begins(
     source = OrderedShards(keys, store, index_dir=tmp_path, cache=cache)
     source.plan_reads(sampler, SEED, 0, sampler.steps_per_epoch)
 
-    async def first_two_steps() -> None:
+    async def steps_until_the_read_ahead_begins() -> None:
         async with anyio.create_task_group() as behind:
             await behind.start(source.serve_reads)
-            for g in (0, 1):  # step 1 waits for samples the read-ahead carries
+            # Steps until the read-ahead has begun: at the latest, the first step that waits
+            # for a run it carries (under block shuffle step 1 finds its samples in step 0's
+            # shards, and may end before the read-ahead begins).
+            for g in range(sampler.steps_per_epoch):
                 STEP.set(g)
                 await source.get_samples(plan_batch(sampler, SEED, g).indices.tolist())
+                if None in (request[3] for request in source.requests):
+                    break
             behind.cancel_scope.cancel()
 
-    anyio.run(first_two_steps, backend=backend)
+    anyio.run(steps_until_the_read_ahead_begins, backend=backend)
     began_by = {number: request[3] for number, request in enumerate(source.requests)}
     own = {number for number, step in began_by.items() if step == 0}
     ahead = {number for number, step in began_by.items() if step is None}
