@@ -82,16 +82,34 @@ async def test_the_awaited_step_splits_among_idle_threads_into_the_same_batch() 
     assert all(name.startswith("aioloader-build") for name in used)
 
 
-async def test_cheap_transforms_are_not_split() -> None:
+class Clock:
+    """A clock that moves ``tick`` seconds at each reading: transforms timed with it take
+    the same time on any machine, however loaded."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("tick", "expected"), [(SPLIT_WORTH_SECONDS / 4, 1), (SPLIT_WORTH_SECONDS, 2)]
+)
+async def test_a_step_is_split_only_when_its_transforms_took_long_enough(
+    tick: float, expected: int
+) -> None:
     threads = BuildThreads(2)
-    builds = SharedBuilds(config(), threads, lambda: 0, 0)
+    builds = SharedBuilds(config(), threads, lambda: 0, 0, clock=Clock(tick))
     plan, samples = step(0)
+    assert builds.parts(SIZE, awaited=True) == 2  # not timed yet
     try:
-        await builds.build(plan, samples, None)  # its seconds per slot are now known
+        await builds.build(plan, samples, None)  # each part takes ``tick`` seconds
     finally:
         threads.close()
-    assert SIZE * 1e-6 < SPLIT_WORTH_SECONDS  # noisy on 12 slots takes microseconds
-    assert builds.parts(SIZE, awaited=True) == 1
+    assert builds.parts(SIZE, awaited=True) == expected
+    assert builds.parts(SIZE, awaited=False) == 1  # a later step never splits
 
 
 async def test_a_split_step_raises_the_lowest_failing_slot_as_itself() -> None:
