@@ -123,6 +123,7 @@ class StreamWork(Generic[BatchT]):
         self._cancelled = False
         self._threads: BuildThreads | None = None
         self._shared: SharedBuilds | None = None  # builds on the threads, split when idle
+        self._first_built: anyio.Event | None = None  # later steps read once it is set
         self._inline = False  # build when taken, with threads kept for reads (auto at 0)
         self._builders: anyio.abc.TaskGroup | None = None  # where retune adds builders
         self._builder_count = 0
@@ -310,6 +311,7 @@ class StreamWork(Generic[BatchT]):
             self._shared = SharedBuilds(
                 config, self._threads, lambda: ring.next_to_take, self._start
             )
+            self._first_built = anyio.Event()
         self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
         plan_reads = getattr(config.dataset, "plan_reads", None)
         if callable(plan_reads):  # a source that reads by the plan: off the loop
@@ -353,6 +355,9 @@ class StreamWork(Generic[BatchT]):
                 ring.fill_nowait(step, None, error)
             else:
                 ring.fill_nowait(step, batch)
+            finally:
+                if step == self._start and self._first_built is not None:
+                    self._first_built.set()
 
     def _load_kernels_beside(self) -> None:
         """Load the compiled kernels in a worker thread once that compiles nothing."""
@@ -423,6 +428,9 @@ class StreamWork(Generic[BatchT]):
             stats.build_seconds += clock() - build_started
             stats.batches_built += 1
             return batch  # type: ignore[no-any-return]
+        first = self._first_built
+        if first is not None and step != self._start:
+            await first.wait()  # the first batch has the machine to itself
         read_started = clock()
         assert self._read is not None
         repairs = None if policy is None else StepRepairs(policy, plan, stats)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import anyio.abc
 import pytest
 
-from aioloader.core import ImageBatchCollator, SequentialSampler
+from aioloader.core import BatchPlan, ImageBatchCollator, SequentialSampler, takes_plan
 from aioloader.datasets import line_images
 from aioloader.engine import DataLoader, _work
 from aioloader.kernels import _selection as _backend
@@ -183,3 +184,48 @@ async def test_a_sources_server_stops_when_the_stream_is_left_early() -> None:
     assert source.events[0] == "serving"
     assert source.events[-1] == "stopped"
     assert source.events.count("serving") == source.events.count("stopped") == 1
+
+
+# -- a stream's first batch has the machine to itself --------------------------------------
+class LoggedReads(MemoryDataset[Any]):
+    """A ``MemoryDataset`` that notes each read (of a step's samples) in a shared log."""
+
+    def __init__(self, samples: list[Any], log: list[tuple[str, int]]) -> None:
+        super().__init__(samples)
+        self.log = log
+
+    async def get_samples(self, indices: Sequence[int]) -> list[Any]:
+        self.log.extend(("read", index) for index in indices)
+        return await super().get_samples(indices)
+
+
+@pytest.mark.parametrize("start", [0, 3])
+async def test_later_steps_read_only_once_the_streams_first_batch_is_built(start: int) -> None:
+    log: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    @takes_plan
+    def noting(samples: Sequence[Any], plan: BatchPlan) -> list[Any]:
+        with lock:
+            log.append(("built", plan.global_step))
+        return list(samples)
+
+    loader = DataLoader(
+        LoggedReads(make_samples(32), log),
+        SequentialSampler(32, 4),
+        noting,
+        seed=1,
+        workers=2,
+        prefetch=4,
+    )
+    with anyio.fail_after(30):
+        async with loader.stream(start, start + 6) as batches:
+            got = [batch async for batch in batches]
+    assert len(got) == 6
+    built = log.index(("built", start))  # 8 steps an epoch: step 8 reads 0-3 again
+    assert [index for what, index in log[:built] if what == "read"] == [
+        (4 * start + k) % 32 for k in range(4)
+    ]
+    assert sorted(index for what, index in log[built:] if what == "read") == sorted(
+        (4 * start + k) % 32 for k in range(4, 24)
+    )

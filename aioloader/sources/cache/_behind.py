@@ -8,6 +8,11 @@ samples are in: its first batch costs a few ranged GETs, with the whole-shard re
 started behind them. Without a server (a bare ``get_samples`` call) the step fetches its
 read-ahead with its own reads, as it must: nothing else would.
 
+At a stream's first step the read-ahead is held back until the step's own samples are in
+and another read begins (``let_go``): a loader reads the next steps once the first batch
+is built, so the first batch has the bandwidth and the CPU to itself; a read that waits for
+a sample held back lets it go at once, so no read ever waits on a read not begun.
+
 A read-ahead fetch that fails or is cancelled releases its samples: a step waiting for one
 reads it again itself, so the error (if it is one) reaches the step that needs the sample,
 and no other step fails for it.
@@ -42,6 +47,7 @@ class Behind:
         self._held = held
         self._fetcher = fetcher
         self._servers: PerLoop[list[_Server]] = PerLoop(list)
+        self._held_back: PerLoop[list[anyio.Event]] = PerLoop(list)
 
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -70,27 +76,40 @@ class Behind:
     def hand_over(
         self, ahead: dict[int, Pending], by: Hashable, after: anyio.Event | None = None
     ) -> bool:
-        """Fetch ``ahead`` (read ahead for stream ``by``) behind the step, once ``after`` is
-        set if given; False when no server runs on this loop (the step then fetches it
-        itself)."""
+        """Fetch ``ahead`` (read ahead for stream ``by``) behind the step; given ``after``,
+        once it is set and another read has begun (``let_go``). False when no server runs
+        on this loop (the step then fetches it itself)."""
         servers = self._servers.get()
         if not servers:
             return False
         group, handed, context = servers[-1]
         handed[id(ahead)] = ahead
-        context.run(group.start_soon, self._fetch, ahead, by, handed, after)
+        waits: tuple[anyio.Event, ...] = ()
+        if after is not None:
+            held_back = anyio.Event()
+            self._held_back.get().append(held_back)
+            waits = (after, held_back)
+        context.run(group.start_soon, self._fetch, ahead, by, handed, waits)
         return True
+
+    def let_go(self) -> None:
+        """A read begins, or waits for samples on their way: read-ahead held back on this
+        loop goes now (once what it waits for besides is set)."""
+        held_back = self._held_back.get()
+        for event in held_back:
+            event.set()
+        held_back.clear()
 
     async def _fetch(
         self,
         ahead: dict[int, Pending],
         by: Hashable,
         handed: _Handed,
-        after: anyio.Event | None,
+        waits: tuple[anyio.Event, ...],
     ) -> None:
         try:
-            if after is not None:
-                await after.wait()
+            for event in waits:
+                await event.wait()
             await self._fetcher.fetch({}, ahead, by, behind=True)
         except Exception as error:  # its samples are released: their steps read them
             logger.info("aioloader: a read-ahead fetch failed (its steps read again): %r", error)

@@ -72,6 +72,7 @@ class BatchRead:
         """The bytes of every sample, in the order of ``indices``."""
         parts = self.parts
         parts.held.bound_source()
+        parts.behind.let_go()  # the read-ahead a first step held back
         try:
             async with parts.choosing.get():
                 step = self._take_step()
@@ -180,8 +181,8 @@ class BatchRead:
         ``SPLIT_REQUESTS`` requests' worth of bytes), so that the first batch reads its own
         samples exactly; True when some were. (The steps read with it find their samples
         on their way in those runs.) At the first step the read-ahead starts once ``own``
-        is set (its own samples are in): it would share the bandwidth and the CPU with
-        them."""
+        is set (its own samples are in) and another read begins (``Behind.let_go``): it
+        would share the bandwidth and the CPU with them and with the first batch's build."""
         parts, stream = self.parts, self.stream
         ramp = stream is not None and self.step == stream.planner.start
         sizes: dict[int, int] = {}
@@ -231,6 +232,8 @@ class BatchRead:
 
     async def _wait_for_others(self) -> None:
         """Wait for the samples other reads carry; one whose read failed is read here."""
+        if self.waits:
+            self.parts.behind.let_go()  # none of them waits on read-ahead held back
         for unit, pending in self.waits.items():
             await pending.wait()
             if pending.data is None:

@@ -226,3 +226,33 @@ def test_the_first_step_reads_its_own_samples_before_any_read_ahead_begins(
         at for at, (what, n) in enumerate(source.events) if what == "begin" and n in ahead
     )
     assert last_own_end < first_ahead
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_first_steps_read_ahead_waits_for_the_next_read_to_begin(
+    tmp_path: Path, backend: str
+) -> None:
+    store = MemoryStore()
+    keys = upload(store, "", BLOBS)
+    sampler = ShuffledSampler(SHARDS * PER_SHARD, BATCH)
+    TarShards(keys, store, index_dir=tmp_path)  # saved indices: the cache starts empty
+    cache = KnownFutureCache(sum(len(blob) for blob in BLOBS) // 4)
+    source = OrderedShards(keys, store, index_dir=tmp_path, cache=cache)
+    source.plan_reads(sampler, SEED, 0, sampler.steps_per_epoch)
+    held_back: list[int] = []
+
+    async def two_steps() -> None:
+        async with anyio.create_task_group() as behind:
+            await behind.start(source.serve_reads)
+            STEP.set(0)
+            await source.get_samples(plan_batch(sampler, SEED, 0).indices.tolist())
+            await anyio.wait_all_tasks_blocked()  # the server's fetch waits, or reads
+            held_back.append(len(source.requests))
+            STEP.set(1)  # a loader reads step 1 once the first batch is built
+            await source.get_samples(plan_batch(sampler, SEED, 1).indices.tolist())
+            behind.cancel_scope.cancel()
+
+    anyio.run(two_steps, backend=backend)
+    began_by = [request[3] for request in source.requests]
+    assert set(began_by[: held_back[0]]) == {0}  # only step 0's own reads, till step 1's
+    assert None in began_by[held_back[0] :]  # then the read-ahead
