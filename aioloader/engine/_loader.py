@@ -321,8 +321,16 @@ class DataLoader(Generic[SampleT, BatchT]):
     def _open(self, start: int, stop: int | None, *, moves_cursor: bool) -> BatchStream[BatchT]:
         if self._first_batch is not None:
             self._first_batch.arm()
+        # the loader's first stream (a start, or a resume) builds its first batch alone;
+        # later ones (the next epoch's loop, say) start every step at once
         work: StreamWork[BatchT] = StreamWork(
-            self._config, self._counters, start, stop, self._worker_pool, self._tuner
+            self._config,
+            self._counters,
+            start,
+            stop,
+            self._worker_pool,
+            self._tuner,
+            first_alone=self._latest is None,
         )
         self._latest = work
         return BatchStream(work, self._cursor if moves_cursor else None)

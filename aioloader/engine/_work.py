@@ -92,6 +92,8 @@ class StreamWork(Generic[BatchT]):
     """Builds the steps ``[start, stop)`` into a prefetch ring until finished or cancelled.
 
     Reads its loader's frozen ``config`` and adds what it does to the loader's ``counters``.
+    With ``first_alone`` (the loader's first stream) and threads, later steps begin their
+    reads once the first batch is built, so that it has the reads and cores to itself.
     """
 
     def __init__(
@@ -102,8 +104,10 @@ class StreamWork(Generic[BatchT]):
         stop: int | None,
         pool: WorkerPool | None = None,
         tuner: AutoTuner | None = None,
+        first_alone: bool = True,
     ) -> None:
         self.config = config
+        self._first_alone = first_alone  # later steps read once the first batch is built
         self._pool = pool  # the loader's worker processes (executor="process")
         self.counters = counters
         self.tuner = tuner  # workers="auto" / prefetch="auto": the loader's knobs
@@ -311,7 +315,8 @@ class StreamWork(Generic[BatchT]):
             self._shared = SharedBuilds(
                 config, self._threads, lambda: ring.next_to_take, self._start
             )
-            self._first_built = anyio.Event()
+            if self._first_alone:
+                self._first_built = anyio.Event()
         self._read = make_batch_reader(config.dataset, self.bound, self._threads, workers)
         plan_reads = getattr(config.dataset, "plan_reads", None)
         if callable(plan_reads):  # a source that reads by the plan: off the loop

@@ -91,6 +91,9 @@ class _RelayClient(asyncio.Protocol):
         self.flush_handle = None
         if self.upstream is None:
             return  # _connected flushes
+        if self.upstream.is_closing():  # the server closed it (the client is closed too):
+            self.queue.clear()  # what waits has nowhere to go
+            return
         loop = asyncio.get_running_loop()
         now = loop.time()
         while self.queue and self.queue[0][0] <= now:

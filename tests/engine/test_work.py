@@ -229,3 +229,36 @@ async def test_later_steps_read_only_once_the_streams_first_batch_is_built(start
     assert sorted(index for what, index in log[built:] if what == "read") == sorted(
         (4 * start + k) % 32 for k in range(4, 24)
     )
+
+
+async def test_a_loaders_later_streams_read_their_steps_at_once() -> None:
+    log: list[tuple[str, int]] = []
+    second_read = threading.Event()  # step 2's samples were read
+    waited: list[bool] = []
+
+    class Noting(LoggedReads):
+        async def get_samples(self, indices: Sequence[int]) -> list[Any]:
+            if 8 in indices:
+                second_read.set()
+            return await super().get_samples(indices)
+
+    @takes_plan
+    def first_waits(samples: Sequence[Any], plan: BatchPlan) -> list[Any]:
+        if plan.global_step == 1:  # the later stream's first: built once step 2 has read
+            waited.append(second_read.wait(10))
+        return list(samples)
+
+    loader = DataLoader(
+        Noting(make_samples(32), log),
+        SequentialSampler(32, 4),
+        first_waits,
+        seed=1,
+        workers=2,
+        prefetch=4,
+    )
+    with anyio.fail_after(30):
+        async with loader.stream(0, 1) as batches:  # the first stream: its first batch alone
+            assert len([batch async for batch in batches]) == 1
+        async with loader.stream(1, 7) as batches:
+            assert len([batch async for batch in batches]) == 6
+    assert waited == [True]  # step 2 read while step 1 was being built
