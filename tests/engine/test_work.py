@@ -199,6 +199,11 @@ class LoggedReads(MemoryDataset[Any]):
         return await super().get_samples(indices)
 
 
+def two_threads(dataset: LoggedReads, collator: Any) -> DataLoader[Any, Any]:
+    """8 steps of 4 an epoch, built on 2 threads, 4 steps ahead."""
+    return DataLoader(dataset, SequentialSampler(32, 4), collator, seed=1, workers=2, prefetch=4)
+
+
 @pytest.mark.parametrize("start", [0, 3])
 async def test_later_steps_read_only_once_the_streams_first_batch_is_built(start: int) -> None:
     log: list[tuple[str, int]] = []
@@ -210,14 +215,7 @@ async def test_later_steps_read_only_once_the_streams_first_batch_is_built(start
             log.append(("built", plan.global_step))
         return list(samples)
 
-    loader = DataLoader(
-        LoggedReads(make_samples(32), log),
-        SequentialSampler(32, 4),
-        noting,
-        seed=1,
-        workers=2,
-        prefetch=4,
-    )
+    loader = two_threads(LoggedReads(make_samples(32), log), noting)
     with anyio.fail_after(30):
         async with loader.stream(start, start + 6) as batches:
             got = [batch async for batch in batches]
@@ -248,14 +246,7 @@ async def test_a_loaders_later_streams_read_their_steps_at_once() -> None:
             waited.append(second_read.wait(10))
         return list(samples)
 
-    loader = DataLoader(
-        Noting(make_samples(32), log),
-        SequentialSampler(32, 4),
-        first_waits,
-        seed=1,
-        workers=2,
-        prefetch=4,
-    )
+    loader = two_threads(Noting(make_samples(32), log), first_waits)
     with anyio.fail_after(30):
         async with loader.stream(0, 1) as batches:  # the first stream: its first batch alone
             assert len([batch async for batch in batches]) == 1
