@@ -1,5 +1,5 @@
 """What ``benchmarks/run.py`` runs: ports, the check before timing, cases, interleaved rounds,
-targets, and the MARK/RESULT protocol of rows run in a child process (W6, W8)."""
+targets, and the protocol of rows run in a child process (W6, W8): marks, then a result file."""
 
 from __future__ import annotations
 
@@ -326,7 +326,11 @@ def use_peer_paths(extra: Sequence[str] = ()) -> list[str]:
     return folders
 
 
-# A row in a child process: "MARK [name]" lines, each answered, then "RESULT {json}".
+# A row in a child process: "MARK [name]" lines, each answered; its result, a JSON file.
+# (Not a stdout line: a result past the pipe's 64 KiB was once cut there by another write.)
+RESULT_ENV = "AIOLOADER_BENCH_RESULT"
+
+
 def child_mark(name: str = "") -> None:
     """In a child: a mark the parent reads its counters at; returns once it has."""
     print(f"MARK {name}".rstrip(), file=sys.__stdout__, flush=True)  # logs go to stderr
@@ -334,12 +338,16 @@ def child_mark(name: str = "") -> None:
 
 
 def child_main(run: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-    """In a child: ``run`` the JSON spec of ``argv[1]``, its prints sent to stderr, send the
-    result, then ``os._exit``, which ends the peers' worker processes and threads too."""
+    """In a child: ``run`` the JSON spec of ``argv[1]``, its prints sent to stderr, write the
+    result to the file ``$AIOLOADER_BENCH_RESULT`` names, then ``os._exit``, which ends the
+    peers' worker processes and threads too."""
     spec = json.loads(sys.argv[1])
     with contextlib.redirect_stdout(sys.stderr):
         result = run(spec)
-    print("RESULT " + json.dumps(result), file=sys.__stdout__, flush=True)
+    path = Path(os.environ[RESULT_ENV])
+    temp = path.with_name(path.name + ".part")
+    temp.write_text(json.dumps(result))
+    temp.replace(path)  # whole or absent
     os._exit(0)
 
 
@@ -358,14 +366,18 @@ def run_child(
     """Run a child that speaks the protocol, ``on_mark(name)`` before answering each mark: its
     result (None if it sent none), whether it was killed after ``timeout`` s, its exit code."""
     import subprocess
+    import tempfile
     import threading
 
     pipe = subprocess.PIPE
     timed_out = threading.Event()
-    result = None
-    with subprocess.Popen(
-        command, cwd=cwd, stdin=pipe, stdout=pipe, text=True, env={**os.environ, **env}
-    ) as child:  # closes the pipes and waits for the child
+    folder = tempfile.TemporaryDirectory(prefix="aioloader-bench-")
+    result_path = Path(folder.name) / "result.json"
+    env = {**os.environ, **env, RESULT_ENV: str(result_path)}
+    with (
+        folder,
+        subprocess.Popen(command, cwd=cwd, stdin=pipe, stdout=pipe, text=True, env=env) as child,
+    ):  # closes the pipes and waits for the child
         assert child.stdin is not None
         assert child.stdout is not None
         watchdog = threading.Timer(timeout, lambda: (timed_out.set(), child.kill()))
@@ -376,10 +388,9 @@ def run_child(
                     on_mark(line.removeprefix("MARK").strip())
                     child.stdin.write("ok\n")
                     child.stdin.flush()
-                elif line.startswith("RESULT "):
-                    result = json.loads(line.removeprefix("RESULT "))
             child.wait(60)
         finally:
             watchdog.cancel()
             child.kill()  # a no-op once it has ended
+        result = json.loads(result_path.read_text()) if result_path.exists() else None
     return result, timed_out.is_set(), child.returncode
