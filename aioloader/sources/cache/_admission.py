@@ -7,7 +7,11 @@ memory admits, so that the next run finds it. What is not admitted is used and d
 
 Decisions are made on the event loop at once (the books never lag); the file work they
 imply is a ``DiskJob`` (deletes, then writes), run after, one job at a time in the order
-decided, so the files on disk never exceed the bound.
+decided, so the files on disk never exceed the bound. While a server runs on the loop
+(``_servers``), a job runs behind the steps, in the server's group: the step that decided
+it goes on at once, and a sample on its way to disk is served from memory meanwhile. At
+most ``BYTES_BEHIND`` bytes wait to be written so: past that, a step runs its job itself,
+after the ones before it, which holds the reads back until the disk catches up.
 """
 
 from __future__ import annotations
@@ -20,9 +24,13 @@ from pathlib import Path
 import anyio
 
 from ._held import Holdings
+from ._servers import Servers
 from ._turns import Pending, Turn
 
-__all__ = ("Admission", "DiskJob")
+__all__ = ("BYTES_BEHIND", "Admission", "DiskJob")
+
+BYTES_BEHIND = 16 * 2**20
+"""The most bytes of disk writes that wait behind the steps; a step past it writes itself."""
 
 
 @dataclass
@@ -46,9 +54,11 @@ class DiskJob:
 class Admission:
     """What a tier keeps of the samples used, and the disk work it implies."""
 
-    def __init__(self, held: Holdings) -> None:
+    def __init__(self, held: Holdings, servers: Servers) -> None:
         self.held = held
+        self._servers = servers
         self._disk_tail: anyio.Event | None = None  # the latest disk job ends when it is set
+        self.bytes_behind = 0  # of the disk writes waiting behind the steps
 
     def offer(self, index: int, data: bytes) -> bool:
         """Keep ``index``'s bytes if a tier has room without evicting; False if not."""
@@ -166,22 +176,38 @@ class Admission:
     async def run(self, job: DiskJob) -> None:
         """Delete evicted files, then write new ones, jobs in the order they were decided.
 
-        Shielded from cancellation. Each job waits for the one before it and deletes before
-        it writes, so the files on disk never exceed the bound even while several jobs
-        are in flight. An I/O error degrades the cache to memory only (``disk_failed``):
-        the write's bytes are unbooked; the batch is not affected.
+        Behind the steps while a server runs on this loop and fewer than ``BYTES_BEHIND``
+        bytes wait there; else now, shielded from cancellation. Each job waits for the one
+        before it and deletes before it writes, so the files on disk never exceed the bound
+        even while several jobs are in flight. An I/O error degrades the cache to memory
+        only (``disk_failed``): the write's bytes are unbooked; the batch is not affected.
         """
         if not job:
             return
+        previous = self._disk_tail
+        self._disk_tail = done = anyio.Event()  # linked now: jobs keep the order decided
+        size = sum(len(data) for _, _, data in job.writes)
+        server = self._servers.latest()
+        if server is not None and self.bytes_behind + size <= BYTES_BEHIND:
+            self.bytes_behind += size
+            server.start(self._run_behind, job, previous, done, size)
+            return
         with anyio.CancelScope(shield=True):
-            await self._run(job)
+            await self._run(job, previous, done)
 
-    async def _run(self, job: DiskJob) -> None:
+    async def _run_behind(
+        self, job: DiskJob, previous: anyio.Event | None, done: anyio.Event, size: int
+    ) -> None:
+        with anyio.CancelScope(shield=True):  # before any await: a server may be ending
+            try:
+                await self._run(job, previous, done)
+            finally:
+                self.bytes_behind -= size
+
+    async def _run(self, job: DiskJob, previous: anyio.Event | None, done: anyio.Event) -> None:
         held = self.held
         disk = held.disk
         assert disk is not None
-        previous = self._disk_tail
-        self._disk_tail = done = anyio.Event()
         failed: list[tuple[int, Path]] = []
         error: OSError | None = None
         try:

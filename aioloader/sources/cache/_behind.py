@@ -20,7 +20,6 @@ and no other step fails for it.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 from collections.abc import Hashable
 
@@ -30,6 +29,7 @@ import anyio.abc
 from .._concurrency import PerLoop
 from ._fetching import Fetcher
 from ._held import Holdings
+from ._servers import Servers
 from ._turns import Pending
 
 __all__ = ("Behind",)
@@ -37,16 +37,15 @@ __all__ = ("Behind",)
 logger = logging.getLogger("aioloader")
 
 _Handed = dict[int, dict[int, Pending]]
-_Server = tuple[anyio.abc.TaskGroup, _Handed, contextvars.Context]
 
 
 class Behind:
     """Fetches read-ahead in the task group of a server running on the loop."""
 
-    def __init__(self, held: Holdings, fetcher: Fetcher) -> None:
+    def __init__(self, held: Holdings, fetcher: Fetcher, servers: Servers) -> None:
         self._held = held
         self._fetcher = fetcher
-        self._servers: PerLoop[list[_Server]] = PerLoop(list)
+        self._servers = servers
         self._held_back: PerLoop[list[anyio.Event]] = PerLoop(list)
 
     async def serve(
@@ -57,17 +56,13 @@ class Behind:
         new work. Its fetches run in the server's context (``contextvars``), not in that of
         the step that handed them over: a step's context variables never reach work that
         outlives it."""
-        servers = self._servers.get()
         handed: _Handed = {}
         try:
             async with anyio.create_task_group() as group:
-                server = (group, handed, contextvars.copy_context())
-                servers.append(server)
-                try:
+                with self._servers.serving(group) as server:
+                    handed = server.handed
                     task_status.started()
                     await anyio.sleep_forever()
-                finally:
-                    servers.remove(server)
         finally:
             for ahead in handed.values():  # cancelled before its fetch began
                 for unit, pending in ahead.items():
@@ -79,17 +74,17 @@ class Behind:
         """Fetch ``ahead`` (read ahead for stream ``by``) behind the step; given ``after``,
         once it is set and another read has begun (``let_go``). False when no server runs
         on this loop (the step then fetches it itself)."""
-        servers = self._servers.get()
-        if not servers:
+        server = self._servers.latest()
+        if server is None:
             return False
-        group, handed, context = servers[-1]
+        handed = server.handed
         handed[id(ahead)] = ahead
         waits: tuple[anyio.Event, ...] = ()
         if after is not None:
             held_back = anyio.Event()
             self._held_back.get().append(held_back)
             waits = (after, held_back)
-        context.run(group.start_soon, self._fetch, ahead, by, handed, waits)
+        server.start(self._fetch, ahead, by, handed, waits)
         return True
 
     def let_go(self) -> None:

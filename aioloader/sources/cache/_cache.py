@@ -54,6 +54,7 @@ from ._policy import Policy
 from ._ranges import check_coalescing
 from ._readahead import Reach, ReadAhead
 from ._reading import BatchRead, Parts
+from ._servers import Servers
 from ._source import RangeSource
 from ._statistics import CacheStatistics
 from ._tiers import MemoryTier
@@ -127,7 +128,8 @@ class KnownFutureCache:
         spans = (max(1, self.lookahead_steps // 2), horizon)
         self.memory, self.disk = _tiers(policy, self.max_bytes, disk_dir, disk_bytes, spans)
         self._held = held = Holdings(self.memory, self.disk)
-        self._admission = admission = Admission(held)
+        servers = Servers()
+        self._admission = admission = Admission(held, servers)
         self._planning = Planning(
             held, Horizon(self.window_steps, self.horizon_windows, self.lookahead_steps)
         )
@@ -139,7 +141,7 @@ class KnownFutureCache:
             self.max_request_bytes,
         )
         fetcher = Fetcher(held, admission, self.coalesce_gap, self.max_request_bytes)
-        self._behind = Behind(held, fetcher)
+        self._behind = Behind(held, fetcher, servers)
         self._parts = Parts(
             held,
             self._planning,
@@ -226,12 +228,14 @@ class KnownFutureCache:
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Fetch read-ahead behind the steps on this event loop until cancelled.
+        """Fetch read-ahead and write the disk tier behind the steps on this event loop
+        until cancelled (then finish the writes).
 
         The loader runs it for each stream (through ``TarShards.serve_reads``): a step then
         awaits only its own samples while the runs it chose for later steps are fetched
-        here. Without it, a step fetches its read-ahead with its own reads. With
-        ``task_group.start``, it returns once it serves.
+        here, and its disk writes run here. Without it, a step fetches its read-ahead with
+        its own reads and writes its disk entries itself. With ``task_group.start``, it
+        returns once it serves.
         """
         await self._behind.serve(task_status=task_status)
 
