@@ -10,7 +10,7 @@ a step's context variables never reach work that outlives it. Without a server (
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,9 +31,14 @@ class Server:
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
     handed: dict[int, Any] = field(default_factory=dict)
 
-    def start(self, func: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def start(self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Start ``func(*args)`` in the group, in the server's context."""
-        self.context.run(self.group.start_soon, func, *args)
+        self.context.run(self._start_soon, func, args)
+
+    def _start_soon(
+        self, func: Callable[..., Coroutine[Any, Any, Any]], args: tuple[Any, ...]
+    ) -> None:
+        self.group.start_soon(func, *args)
 
 
 class Servers:
