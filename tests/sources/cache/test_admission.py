@@ -41,10 +41,12 @@ class GatedWrites:
 
 
 def _source(local_shards: tuple[list[str], Path], tmp_path: Path) -> tuple[LoggedShards, Any]:
-    """A block shuffle over a cache whose memory holds nothing (so nothing is read ahead)
+    """A block shuffle over a cache that reads nothing ahead, whose memory holds nothing
     and whose disk tier holds every sample: each used sample goes to disk."""
     paths, index = local_shards
-    cache = KnownFutureCache(1, disk_dir=tmp_path / "disk", disk_bytes=2 * DATASET)
+    cache = KnownFutureCache(
+        1, disk_dir=tmp_path / "disk", disk_bytes=2 * DATASET, lookahead_steps=0, fill_steps=0
+    )
     source = LoggedShards(paths, index_dir=index, cache=cache)
     sampler = samplers()["block"]
     source.plan_reads(sampler, SEED, 0)
