@@ -4,6 +4,7 @@ that ends finishes them, and past ``BYTES_BEHIND`` a step writes itself."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,23 @@ class GatedWrites:
         self.done.append(path)
 
 
-def _source(local_shards: tuple[list[str], Path], tmp_path: Path) -> tuple[LoggedShards, Any]:
+@dataclass
+class Rig:
     """A block shuffle over a cache that reads nothing ahead, whose memory holds nothing
-    and whose disk tier holds every sample: each used sample goes to disk."""
+    and whose disk tier holds every sample (each used sample goes to disk), its disk
+    writes gated; ``first``: step 0's samples."""
+
+    writes: GatedWrites
+    source: LoggedShards
+    first: list[int]
+
+
+@pytest.fixture
+def rig(
+    local_shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Rig:
+    writes = GatedWrites()
+    monkeypatch.setattr(DiskTier, "write", staticmethod(writes.write))
     paths, index = local_shards
     cache = KnownFutureCache(
         1, disk_dir=tmp_path / "disk", disk_bytes=2 * DATASET, lookahead_steps=0, fill_steps=0
@@ -50,25 +65,18 @@ def _source(local_shards: tuple[list[str], Path], tmp_path: Path) -> tuple[Logge
     source = LoggedShards(paths, index_dir=index, cache=cache)
     sampler = samplers()["block"]
     source.plan_reads(sampler, SEED, 0)
-    return source, sampler
+    return Rig(writes, source, [int(i) for i in plan_batch(sampler, SEED, 0).indices])
 
 
 def _entries(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MARKER)
 
 
-def _indices(sampler: Any, step: int) -> list[int]:
-    return [int(i) for i in plan_batch(sampler, SEED, step).indices]
-
-
 @pytest.mark.anyio
 async def test_a_step_goes_on_while_its_disk_writes_wait_behind_it(
-    local_shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, tmp_path: Path
 ) -> None:
-    writes = GatedWrites()
-    monkeypatch.setattr(DiskTier, "write", staticmethod(writes.write))
-    source, sampler = _source(local_shards, tmp_path)
-    first = _indices(sampler, 0)
+    writes, source, first = rig.writes, rig.source, rig.first
     async with anyio.create_task_group() as group:
         await group.start(source.serve_reads)
         got = await source.get_samples(first)  # returns with every write held at the gate
@@ -95,13 +103,10 @@ async def test_a_step_goes_on_while_its_disk_writes_wait_behind_it(
 
 @pytest.mark.anyio
 async def test_past_the_bytes_behind_a_step_runs_its_disk_writes_itself(
-    local_shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writes = GatedWrites()
-    monkeypatch.setattr(DiskTier, "write", staticmethod(writes.write))
     monkeypatch.setattr(_admission, "BYTES_BEHIND", 0)
-    source, sampler = _source(local_shards, tmp_path)
-    first = _indices(sampler, 0)
+    writes, source, first = rig.writes, rig.source, rig.first
     got: list[Any] = []
     stepped = anyio.Event()
 
@@ -126,12 +131,9 @@ async def test_past_the_bytes_behind_a_step_runs_its_disk_writes_itself(
 
 @pytest.mark.anyio
 async def test_without_a_server_a_step_runs_its_disk_writes_itself(
-    local_shards: tuple[list[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, tmp_path: Path
 ) -> None:
-    writes = GatedWrites()
-    monkeypatch.setattr(DiskTier, "write", staticmethod(writes.write))
-    source, sampler = _source(local_shards, tmp_path)
-    first = _indices(sampler, 0)
+    writes, source, first = rig.writes, rig.source, rig.first
     writes.gate.set()
     got = await source.get_samples(first)
     assert [sample["bin"] for sample in got] == [WANT[i] for i in first]
