@@ -132,7 +132,8 @@ class Admission:
         if victims is None:
             return job
         for victim in victims:
-            job.deletes.append(held.forget_on_disk(victim, evicted=True))
+            disk.remove(victim, evicted=True)
+            job.deletes.append(disk.paths.pop(victim))
         path = held.disk_path(unit, data)
         disk.add(unit, len(data))
         disk.paths[unit] = path
@@ -159,38 +160,17 @@ class Admission:
             data = arrived[unit]
             pending = owned[unit]
             used = unit in demanded or pending.waiters > 0
-            on_disk = pending.reserved and pending.on_disk
             if pending.reserved:  # read ahead: its room was made when it was chosen
                 pending.reserved = False
-                if used or held.holds(unit) or on_disk:
-                    held.reserved_in(pending).unreserve(len(data), pending.by)
+                if used or held.holds(unit):
+                    held.memory.unreserve(len(data), pending.by)
             if used:
                 held.tally.bytes_used += len(data)
                 job.add(self.admit(unit, data, by))
-            elif held.holds(unit):
-                held.tally.bytes_dropped += len(data)
-            elif on_disk:  # its room, given back just now, takes the entry
-                job.add(self.ahead_to_disk(unit, data, pending.by))
-            else:
+            elif not held.holds(unit):
                 held.hold_ahead(unit, data, pending.by)  # keeps the room reserved until used
-        return job
-
-    def ahead_to_disk(self, unit: int, data: bytes, by: Hashable) -> DiskJob:
-        """Write ``unit``, read ahead for stream ``by`` into room reserved on disk, as a
-        disk entry (dropped if the tier failed meanwhile). Like read-ahead in memory, it is
-        not ranked for eviction until a step uses it (or no plan needs it: ``rerank``)."""
-        held = self.held
-        disk = held.disk
-        job = DiskJob()
-        if disk is None or disk.degraded or not disk.fits(len(data)):
-            held.tally.bytes_dropped += len(data)
-            return job
-        path = held.disk_path(unit, data)
-        disk.add(unit, len(data))
-        disk.paths[unit] = path
-        held.writing[unit] = data
-        held.ahead_to_disk(unit, len(data), by)
-        job.writes.append((unit, path, data))
+            else:
+                held.tally.bytes_dropped += len(data)
         return job
 
     async def run(self, job: DiskJob) -> None:
@@ -256,7 +236,8 @@ class Admission:
                     del held.writing[unit]
         for unit, path in failed:  # booked when decided: unbooked, never written
             if disk.paths.get(unit) == path:
-                held.forget_on_disk(unit, evicted=False)
+                disk.remove(unit, evicted=False)
+                del disk.paths[unit]
         if error is not None:
             self.disk_failed(error)
 

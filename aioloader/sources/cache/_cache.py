@@ -15,10 +15,9 @@ share of the room against the others (``_policy``). For the batch at step ``g`` 
   are one request, so a shard the plan reads within the horizon (block shuffle) costs one
   request;
 - holds what it read ahead in the memory tier's bound, reserved until the step that needs
-  it, or where memory has no room for a run, in the disk tier's (written there, unranked
-  until used): read-ahead is never evicted or dropped before use; ahead of need it takes
-  only spare room, at need a run may evict entries needed after it (``_room`` explains the
-  trade), so within an epoch no sample is fetched twice for its use;
+  it: read-ahead is never evicted or dropped before use; ahead of need it takes only spare
+  room, at need a run may evict entries needed after it (``_room`` explains the trade), so
+  within an epoch no sample is fetched twice for its use;
 - after use, admits a sample into a tier only if it is needed again before what it would
   evict (Belady's policy, optimal for a known sequence): memory first, the disk tier for
   what memory evicts; while the disk tier has free room it also keeps a copy of what

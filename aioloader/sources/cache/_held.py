@@ -20,7 +20,7 @@ from ._policy import Sharing
 from ._room import Displaced
 from ._source import RangeSource
 from ._statistics import Tally
-from ._tiers import MemoryTier, TierBook
+from ._tiers import MemoryTier
 from ._turns import Pending
 
 __all__ = ("Holdings", "size_of")
@@ -46,8 +46,6 @@ class Holdings:
         self.ahead: dict[int, tuple[bytes, float, Hashable]] = {}
         self.ahead_bytes = 0
         self.writing: dict[int, bytes] = {}  # on their way to disk: served from here
-        # read ahead into the disk tier, not used yet: (when it arrived, the stream)
-        self.ahead_on_disk: dict[int, tuple[float, Hashable]] = {}
         self.displaced = Displaced(memory.max_bytes)  # kept entries read-ahead evicted
         self.tally = Tally()
         self.now = -1  # the latest step a batch read was matched to: when uses happen
@@ -102,7 +100,7 @@ class Holdings:
     def rerank(self, fresh: list[int], but: Any) -> list[int]:
         """Rank every entry again: ``fresh`` as used now, the samples of the plans but
         ``but`` by their next use, the rest as never used again. Returns the read-ahead
-        that no plan needs any more (to drop; on disk, it is ranked to be evicted first)."""
+        that no plan needs any more (to drop)."""
         for tier in self.tiers():
             tier.order.rank_all(NEVER)
         for unit in fresh:  # as used now, by the stream that used it last
@@ -110,10 +108,6 @@ class Holdings:
                 tier.rank(unit, self.next_use(unit), self.now, tier.order.owner(unit))
         for unit in self.plans.units(but=but):
             self.rank_again(unit)
-        if self.disk is not None:
-            for unit in self.ahead_on_disk:
-                if self.next_use(unit) == NEVER:
-                    self.disk.rank(unit, NEVER)
         return [unit for unit in self.ahead if self.next_use(unit) == NEVER]
 
     def from_memory(self, unit: int, by: Hashable) -> bytes | None:
@@ -125,10 +119,7 @@ class Holdings:
         held = self.ahead.get(unit)
         if held is not None:
             return held[0]
-        data = self.writing.get(unit)
-        if data is not None:
-            self.used_on_disk(unit, len(data))
-        return data
+        return self.writing.get(unit)
 
     def claim(self, unit: int) -> Pending | None:
         """Mark ``unit`` on its way (None for an empty sample: nothing to read)."""
@@ -146,15 +137,8 @@ class Holdings:
             self.pending_bytes -= pending.size
         if pending.reserved:  # read ahead, never arrived: its room goes back
             pending.reserved = False
-            self.reserved_in(pending).unreserve(pending.size, pending.by)
+            self.memory.unreserve(pending.size, pending.by)
         pending.finish()
-
-    def reserved_in(self, pending: Pending) -> TierBook:
-        """The tier whose bound holds the room reserved for ``pending`` (read ahead)."""
-        if pending.on_disk:
-            assert self.disk is not None
-            return self.disk
-        return self.memory
 
     def hold_ahead(self, unit: int, data: bytes, by: Hashable) -> None:
         """Hold read-ahead for stream ``by`` until its step (its room stays reserved)."""
@@ -182,34 +166,6 @@ class Holdings:
         self.memory.unreserve(len(data), owner)
         self.tally.bytes_waiting -= len(data)
         self.tally.bytes_dropped += len(data)
-
-    def ahead_to_disk(self, unit: int, size: int, by: Hashable) -> None:
-        """``unit`` was read ahead into the disk tier for stream ``by``: waiting for use."""
-        self.ahead_on_disk[unit] = (time.monotonic(), by)
-        self.tally.bytes_waiting += size
-        self.tally.prefetched += 1
-
-    def used_on_disk(self, unit: int, size: int) -> None:
-        """A step uses ``unit`` from the disk tier (or its write): if it was read ahead
-        there, its bytes are used now."""
-        ahead = self.ahead_on_disk.pop(unit, None)
-        if ahead is not None:
-            tally = self.tally
-            tally.bytes_waiting -= size
-            tally.bytes_used += size
-            tally.prefetch_hits += 1
-            tally.lead_total += time.monotonic() - ahead[0]
-
-    def forget_on_disk(self, unit: int, *, evicted: bool) -> Path:
-        """Remove ``unit``'s disk entry from the books; returns its file's path (read ahead
-        there and never used: its bytes are dropped)."""
-        disk = self.disk
-        assert disk is not None
-        size = disk.remove(unit, evicted=evicted)
-        if self.ahead_on_disk.pop(unit, None) is not None:
-            self.tally.bytes_waiting -= size
-            self.tally.bytes_dropped += size
-        return disk.paths.pop(unit)
 
     def disk_path(self, unit: int, data: bytes) -> Path:
         """Where ``unit``'s entry file goes in the disk tier."""

@@ -3,11 +3,9 @@
 Each sample a step misses, then each one the next ``lookahead_steps`` steps need, brings
 the run of its shard's neighbours that its epoch needs within ``fill_steps`` steps (one
 range read). Read-ahead is held in the memory tier's bound until its step uses it, so it is
-never evicted or dropped before use; where memory has no room for a run, the run's room is
-reserved in the disk tier's bound instead, and it lands there (``Admission.ahead_to_disk``:
-a disk entry left unranked until its step uses it). What room a run may take is decided
-in ``_room``: spare room ahead of need (a run without it waits for a later step), and at
-need (``URGENT_STEPS``) the run's part needed soon may evict entries needed after it.
+never evicted or dropped before use. What room a run may take is decided in ``_room``:
+spare room ahead of need (a run without it waits for a later step), and at need
+(``URGENT_STEPS``) the run's part needed soon may evict entries needed after it.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from ._plans import PlannedStream
 from ._policy import ReadBudget
 from ._room import RunTaker, Shape, grow_run
 from ._source import RangeSource
-from ._tiers import TierBook
 from ._turns import Pending, Turn
 
 __all__ = ("Chosen", "ReadAhead", "Reach")
@@ -45,11 +42,10 @@ class Reach:
 @dataclass
 class Chosen:
     """Samples chosen to read ahead (marked on their way, their room reserved), and the
-    disk work their room implies; ``on_disk``: the last room made is on disk."""
+    disk work their room implies."""
 
     pending: dict[int, Pending]
     job: DiskJob
-    on_disk: bool = False
 
 
 class ReadAhead:
@@ -74,7 +70,7 @@ class ReadAhead:
             return held.is_free(unit) and unit not in need
 
         def make_room(size: int, later: int, wanted: int) -> bool:
-            return self._make_room(size, later, stream, chosen, wanted)
+            return self._make_room(size, later, stream, chosen.job, wanted)
 
         taker = RunTaker(
             (step, lambda later: stream.time(later + reach.lookahead_steps)),
@@ -82,7 +78,7 @@ class ReadAhead:
             functools.partial(size_of, source),
             functools.partial(held.plans.next_use, passes=False),
             make_room,
-            ReadBudget(reach.readahead_bytes - sum(tier.reserved for tier in held.tiers())),
+            ReadBudget(reach.readahead_bytes - held.memory.reserved),
             lambda: held.displaced.allows(stream.key, planner.epoch_end(step)),
         )
         furthest = step + max(reach.fill_steps, reach.lookahead_steps)
@@ -116,49 +112,36 @@ class ReadAhead:
         """Mark a run's members on their way (their room is made: see ``RunTaker``)."""
         held = self.held
         source = held.bound_source()
-        on_disk = chosen.on_disk
-        book = held.disk if on_disk and held.disk is not None else held.memory
         for member in members:
             size = size_of(source, member)
             if size and held.is_free(member):  # an empty sample needs no read
                 pending = chosen.pending[member] = held.pending[member] = Pending(size)
                 pending.reserved, pending.by, pending.run = True, by, anchor
-                pending.on_disk = on_disk
                 held.pending_bytes += size
             else:
-                book.unreserve(size, by)
+                held.memory.unreserve(size, by)
             await turn.pause_if_due()
 
     def _make_room(
-        self, size: int, step: int, stream: PlannedStream, chosen: Chosen, wanted: int
+        self, size: int, step: int, stream: PlannedStream, job: DiskJob, wanted: int
     ) -> bool:
-        """Reserve ``size`` bytes to read ahead for step ``step``, in memory, else in the
-        disk tier (the run lands there: ``chosen.on_disk``); False if neither has room.
+        """Reserve ``size`` bytes in memory to read ahead for step ``step``; False if not.
 
-        Only entries needed after ``wanted`` are evicted (from memory they move to disk if
-        it admits them; ``chosen.job`` gains the work), furthest first, and of those that
-        no plan reads again only the ones a step of ``step``'s epoch already used (an older
-        one may be needed beyond the horizon).
+        Only entries needed after ``wanted`` are evicted (they move to disk if it admits
+        them; ``job`` gains the work), furthest first, and of those that no plan reads
+        again only the ones a step of ``step``'s epoch already used (an older one may be
+        needed beyond the horizon).
         """
         held = self.held
         planner = stream.planner
         since = stream.time(planner.epoch_end(step) - planner.steps_per_epoch)
-        sharing = held.sharing(stream.key)
-        disk = held.disk
-        tier: TierBook = held.memory
-        victims = held.memory.room_for(size, wanted, since, sharing)
-        if victims is None and disk is not None and not disk.degraded:
-            tier, victims = disk, disk.room_for(size, wanted, since, sharing)
+        victims = held.memory.room_for(size, wanted, since, held.sharing(stream.key))
         if victims is None:
             return False
-        known = sum(tier.sizes[v] for v in victims if held.next_use(v) < NEVER)
+        known = sum(held.memory.sizes[v] for v in victims if held.next_use(v) < NEVER)
         held.displaced.add(stream.key, planner.epoch_end(step), known)
-        if tier is disk:
-            chosen.job.deletes += [held.forget_on_disk(v, evicted=True) for v in victims]
-        else:
-            chosen.job.add(self.admission.evict_from_memory(victims))
-        tier.reserve(size, stream.key)
-        chosen.on_disk = tier is disk
+        job.add(self.admission.evict_from_memory(victims))
+        held.memory.reserve(size, stream.key)
         return True
 
     async def _run(

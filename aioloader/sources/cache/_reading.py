@@ -125,7 +125,6 @@ class BatchRead:
                 tally.disk_hits += 1
                 self.on_disk[unit] = held.disk.paths[unit]
                 held.rank(unit, self.by)
-                held.used_on_disk(unit, held.disk.sizes[unit])
             elif unit in held.pending:
                 tally.hits += 1
                 self._wait_for(unit)
@@ -219,7 +218,8 @@ class BatchRead:
             tally.misses += 1
             disk = held.disk
             if disk is not None and disk.paths.get(unit) == self.on_disk[unit]:
-                held.forget_on_disk(unit, evicted=False)
+                disk.remove(unit, evicted=False)
+                disk.paths.pop(unit, None)
             self.damaged.append(unit)
 
     async def _read_again(self, units: list[int]) -> None:

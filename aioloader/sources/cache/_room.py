@@ -1,11 +1,10 @@
 """What a read-ahead run may take room from, and how much of a run to read (pure choices).
 
 A shard's samples are read in one request only when the run is held from its read to its
-samples' uses: room in the memory tier's bound (else the disk tier's, where it lands),
-which the entries kept for their next use want too. With a block shuffle (window 4) a
-group of four shards is read over a few steps, so reading its shards whole needs about a
-group's bytes of room at the group's first step, and gives it back as the steps use them.
-The trade, decided here:
+samples' uses: room in the memory tier's bound, which the entries kept for their next use
+want too. With a block shuffle (window 4) a group of four shards is read over a few steps,
+so reading its shards whole needs about a group's bytes of room at the group's first step,
+and gives it back as the steps use them. The trade, decided here:
 
 - **Ahead of need, only spare room.** A run for a step further than ``URGENT_STEPS`` ahead
   takes free room and entries that no plan reads again (those its epoch already used),

@@ -18,7 +18,7 @@ YIELD_SECONDS = 0.002
 class Pending:
     """A sample on its way: waiters get its bytes, or None when its read failed."""
 
-    __slots__ = ("_event", "by", "data", "done", "on_disk", "reserved", "run", "size", "waiters")
+    __slots__ = ("_event", "by", "data", "done", "reserved", "run", "size", "waiters")
 
     def __init__(self, size: int) -> None:
         self._event: anyio.Event | None = None  # made for the first waiter only: cheap
@@ -26,8 +26,7 @@ class Pending:
         self.done = False
         self.size = size
         self.waiters = 0
-        self.reserved = False  # read ahead: its room is reserved in a tier's bound
-        self.on_disk = False  # ... in the disk tier's (it lands there), not memory's
+        self.reserved = False  # read ahead: its room is reserved in the memory tier
         self.by: Hashable = None  # the stream it is read ahead for
         self.run = -1  # the sample whose run it is read with (-1: none)
 

@@ -68,39 +68,6 @@ def test_requests_per_epoch_at_a_quarter_half_and_all_of_the_data(
     assert got.fetched[0] <= sum(map(len, BLOBS))  # epoch 1: no byte of a shard twice
 
 
-# The same with the disk tier: a quarter of the cache in memory (less than a group's
-# bytes at 25%), the rest on disk, where read-ahead lands when memory has no room for its
-# runs (before it did, at 25%: block [701, 444, 536], global [2910, 2116, 2097]; at 50%:
-# block [72, 22, 29]).
-DISK_REQUESTS = {
-    ("block", 0.25): [32, 29, 61],
-    ("block", 0.5): [32, 18, 22],
-    ("global", 0.25): [2062, 2005, 2026],
-}
-
-
-@pytest.mark.parametrize(("kind", "fraction"), list(DISK_REQUESTS), ids=str)
-def test_requests_per_epoch_with_the_disk_tier(
-    s3_server: S3Info, s3_prefix: str, tmp_path: Path, kind: str, fraction: float
-) -> None:
-    keys = upload(s3_server.store(), s3_prefix, BLOBS)
-    probe = TarShards(keys, s3_server.store(), index_dir=tmp_path)
-    data = sum(end - start for _, start, end in map(probe.span_of, range(len(probe))))
-    total = int(data * fraction)
-    cache = KnownFutureCache(
-        total // 4, disk_dir=tmp_path / "disk", disk_bytes=total - total // 4, coalesce_gap=GAP
-    )
-    source = LoggedShards(keys, s3_server.store(), index_dir=tmp_path, cache=cache)
-    got = run_epochs(source, _sampler(kind), 3, per_epoch=True)
-    assert got.requests == DISK_REQUESTS[kind, fraction]
-    if kind == "block":
-        assert max(got.requests) <= 2 * SHARDS
-    assert got.fetched[0] <= sum(map(len, BLOBS))
-    stats = cache.statistics()
-    assert stats.prefetched == stats.prefetch_hits  # read ahead to disk, every one used
-    assert stats.bytes_waiting == 0
-
-
 # A group as large as the cache (W6's shape, 4 x 16 MB against 59 MB): 16 shards of 256
 # samples, a group of four read over 16 steps. Requests in epochs 1, 2, 3 (169adfb, before
 # a run at need kept the samples needed soon after the step it is read for, not after the
