@@ -327,7 +327,7 @@ def use_peer_paths(extra: Sequence[str] = ()) -> list[str]:
 
 
 # A row in a child process: "MARK [name]" lines, each answered; its result, a JSON file.
-# (Not a stdout line: a result past the pipe's 64 KiB was once cut there by another write.)
+# (Not a stdout line: a result past the pipe's 64 KiB once came back broken near 64 KiB.)
 RESULT_ENV = "AIOLOADER_BENCH_RESULT"
 
 
